@@ -1,0 +1,61 @@
+"""Errors that users read: each names the op, the argument and the rule, and carries the
+aclnn status code of the matching CANN check, so every layer reports a bad call the same way."""
+
+from __future__ import annotations
+
+ACLNN_ERR_PARAM_NULLPTR = 161001
+ACLNN_ERR_PARAM_INVALID = 161002
+
+ACLNN_CODE_NAMES = {
+    ACLNN_ERR_PARAM_NULLPTR: "ACLNN_ERR_PARAM_NULLPTR",
+    ACLNN_ERR_PARAM_INVALID: "ACLNN_ERR_PARAM_INVALID",
+}
+
+
+class LossGradError(ValueError):
+    """A rejected call. `str(err)` is one line: '<op>: <argument>: <rule> [aclnn <code> <NAME>]'."""
+
+    code: int = ACLNN_ERR_PARAM_INVALID
+
+    def __init__(self, op: str, argument: str, rule: str) -> None:
+        self.op = op
+        self.argument = argument
+        self.rule = rule
+        super().__init__(format_error(op, argument, rule, self.code))
+
+
+def format_error(op: str, argument: str, rule: str, code: int) -> str:
+    """The one message format shared by Python, the dialect verifiers and generated C++."""
+    return f"{op}: {argument}: {rule} [aclnn {code} {ACLNN_CODE_NAMES[code]}]"
+
+
+class MissingInputError(LossGradError):
+    """A required input is absent (null)."""
+
+    code = ACLNN_ERR_PARAM_NULLPTR
+
+
+class InvalidArgumentError(LossGradError):
+    """Any 161002 failure; the subclasses say which rule."""
+
+    code = ACLNN_ERR_PARAM_INVALID
+
+
+class ElementTypeError(InvalidArgumentError):
+    """Element type outside float16, bfloat16, float32, float64."""
+
+
+class RankError(InvalidArgumentError):
+    """Rank above the maximum of 8."""
+
+
+class BroadcastError(InvalidArgumentError):
+    """Shapes do not broadcast, or grad_output would enlarge the broadcast shape."""
+
+
+class AttributeValueError(InvalidArgumentError):
+    """Unknown attribute, attribute of the wrong type, or value outside its range."""
+
+
+class UnsupportedByBackendError(InvalidArgumentError):
+    """A valid call that one backend cannot run; the message names a backend that can."""

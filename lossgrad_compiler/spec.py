@@ -1,0 +1,518 @@
+"""The operator table of SPEC.md as data, and the one validation every layer calls.
+
+ONNX schemas, xDSL verifiers, the generated C++ argument checks, the reference and the
+README's operator table all read this module, so a default or a range is written once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from lossgrad_compiler.errors import (
+    AttributeValueError,
+    BroadcastError,
+    ElementTypeError,
+    InvalidArgumentError,
+    MissingInputError,
+    RankError,
+)
+
+DOMAIN = "ai.lossgrad"
+OPSET_VERSION = 1
+MAX_RANK = 8
+INPUT_NAMES: tuple[str, str, str] = ("grad_output", "self", "target")
+
+# A dimension is a size (int >= 0), a symbolic name (str) or unknown (None).
+Dim = int | str | None
+Shape = tuple[Dim, ...]
+
+
+# --------------------------------------------------------------------------- element types
+
+
+@dataclass(frozen=True)
+class FloatType:
+    """One of the four element types, with its name in every system we talk to."""
+
+    name: str  # numpy-style name, used in messages: "float16"
+    onnx: int  # onnx.TensorProto data type code
+    onnx_type_str: str  # ONNX type-constraint string: "tensor(float16)"
+    mlir: str  # MLIR builtin type: "f16"
+    bits: int
+    numpy: Any = field(compare=False, repr=False)
+
+    @property
+    def is_half(self) -> bool:
+        """float16/bfloat16 are widened to float32 for computing (SPEC: rounded once)."""
+        return self.bits == 16
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.numpy)
+
+
+FLOAT16 = FloatType("float16", 10, "tensor(float16)", "f16", 16, np.float16)
+BFLOAT16 = FloatType("bfloat16", 16, "tensor(bfloat16)", "bf16", 16, ml_dtypes.bfloat16)
+FLOAT32 = FloatType("float32", 1, "tensor(float)", "f32", 32, np.float32)
+FLOAT64 = FloatType("float64", 11, "tensor(double)", "f64", 64, np.float64)
+FLOAT_TYPES: tuple[FloatType, ...] = (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)
+
+_BY_KEY: dict[Any, FloatType] = {}
+for _t in FLOAT_TYPES:
+    _BY_KEY.update({_t.name: _t, _t.mlir: _t, _t.onnx: _t, _t.onnx_type_str: _t, _t.dtype: _t})
+_BY_KEY.update({"float": FLOAT32, "double": FLOAT64, "half": FLOAT16})
+
+
+def float_type(key: Any) -> FloatType | None:
+    """The FloatType for a name, MLIR name, ONNX code or numpy dtype; None if it is not one."""
+    if isinstance(key, FloatType):
+        return key
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, (str, int)):
+        return _BY_KEY.get(key)
+    try:
+        return _BY_KEY.get(np.dtype(key))
+    except TypeError:
+        return None
+
+
+def promote_types(types: Iterable[FloatType]) -> FloatType:
+    """PyTorch's promotion over the float types: float16 with bfloat16 gives float32."""
+    found = set(types)
+    for wide in (FLOAT64, FLOAT32):
+        if wide in found:
+            return wide
+    if len(found) == 1:
+        return found.pop()
+    return FLOAT32
+
+
+def compute_type(promoted: FloatType) -> FloatType:
+    """The type arithmetic runs in: half types are computed in float32."""
+    return FLOAT32 if promoted.is_half else promoted
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+class Reduction(StrEnum):
+    """ONNX spelling of the reduction; `aclnn_code` is CANN's integer."""
+
+    NONE = "none"
+    MEAN = "mean"
+    SUM = "sum"
+    BATCHMEAN = "batchmean"
+
+    @property
+    def aclnn_code(self) -> int:
+        return REDUCTION_CODES[self]
+
+
+REDUCTION_CODES: dict[Reduction, int] = {
+    Reduction.NONE: 0,
+    Reduction.MEAN: 1,
+    Reduction.SUM: 2,
+    Reduction.BATCHMEAN: 3,
+}
+
+
+class AttrKind(StrEnum):
+    """The ONNX attribute type of an attribute; values are onnx.AttributeProto type names."""
+
+    STRING = "STRING"
+    INT = "INT"
+    FLOAT = "FLOAT"
+
+    @property
+    def onnx_code(self) -> int:
+        """onnx.AttributeProto.AttributeType value (FLOAT=1, INT=2, STRING=3)."""
+        return {AttrKind.FLOAT: 1, AttrKind.INT: 2, AttrKind.STRING: 3}[self]
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    """One attribute: its ONNX type, its default and the values it may take."""
+
+    name: str
+    kind: AttrKind
+    default: str | int | float
+    doc: str
+    choices: tuple[str | int, ...] | None = None  # STRING/INT attributes: the allowed values
+    minimum: float | None = None  # FLOAT attributes: inclusive lower bound (NaN is never valid)
+
+    def rule(self) -> str:
+        """The valid range in words, as used in messages and the README table."""
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.minimum is not None:
+            return f"a float >= {self.minimum:g} (not NaN)"
+        return f"a {self.kind.lower()}"
+
+    def check(self, op: str, value: Any) -> str | int | float:
+        """The value, normalised (bytes → str, bool → int, int → float), or AttributeValueError."""
+        where = f"attribute '{self.name}'"
+        if self.kind is AttrKind.STRING:
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", errors="replace")
+            if not isinstance(value, str):
+                raise AttributeValueError(
+                    op, where, f"must be a string ({self.rule()}), got {type(value).__name__}"
+                )
+        elif self.kind is AttrKind.INT:
+            if isinstance(value, np.integer):
+                value = int(value)
+            if not isinstance(value, int):
+                raise AttributeValueError(
+                    op, where, f"must be an int ({self.rule()}), got {type(value).__name__}"
+                )
+            value = int(value)
+        else:
+            if isinstance(value, (np.floating, np.integer)):
+                value = float(value)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise AttributeValueError(
+                    op, where, f"must be a float ({self.rule()}), got {type(value).__name__}"
+                )
+            value = float(value)
+            if math.isnan(value) or (self.minimum is not None and value < self.minimum):
+                raise AttributeValueError(op, where, f"must be {self.rule()}, got {value!r}")
+            return value
+        if self.choices is not None and value not in self.choices:
+            raise AttributeValueError(op, where, f"must be {self.rule()}, got {value!r}")
+        return value
+
+
+def _reduction(choices: Sequence[Reduction]) -> AttributeSpec:
+    return AttributeSpec(
+        name="reduction",
+        kind=AttrKind.STRING,
+        default=Reduction.MEAN.value,
+        doc="How the loss was reduced: " + ", ".join(c.value for c in choices) + ".",
+        choices=tuple(c.value for c in choices),
+    )
+
+
+LOG_TARGET = AttributeSpec(
+    name="log_target",
+    kind=AttrKind.INT,
+    default=0,
+    doc="1 when target holds log-probabilities.",
+    choices=(0, 1),
+)
+BETA = AttributeSpec(
+    name="beta",
+    kind=AttrKind.FLOAT,
+    default=1.0,
+    doc="Threshold between the quadratic and the linear part; 0 gives the L1 gradient.",
+    minimum=0.0,
+)
+
+
+# --------------------------------------------------------------------------- operators
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """One operator: names, attributes, and which shape and type its result takes."""
+
+    name: str  # ONNX op_type
+    mnemonic: str  # snake_case: dialect op name, kernel and file names
+    output: str  # ONNX output name
+    differentiates: str  # "self" or "target": whose shape and type the result takes, or ""
+    attributes: tuple[AttributeSpec, ...]
+    doc: str
+    aclnn: str  # the CANN API this operator follows
+
+    @property
+    def reductions(self) -> tuple[Reduction, ...]:
+        return tuple(Reduction(c) for c in self.attribute("reduction").choices or ())
+
+    @property
+    def grad_output_may_enlarge(self) -> bool:
+        """SmoothL1LossBackward broadcasts grad_output too; the KL ops must not grow B."""
+        return not self.differentiates
+
+    def attribute(self, name: str) -> AttributeSpec:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def defaults(self) -> dict[str, str | int | float]:
+        return {a.name: a.default for a in self.attributes}
+
+
+KL_DIV_BACKWARD = OperatorSpec(
+    name="KlDivBackward",
+    mnemonic="kl_div_backward",
+    output="grad_input",
+    differentiates="self",
+    attributes=(_reduction(list(Reduction)), LOG_TARGET),
+    doc="Gradient of kl_div with respect to self: -ge*t, or -ge*exp(t) with log_target.",
+    aclnn="aclnnKlDivBackward",
+)
+KL_DIV_TARGET_BACKWARD = OperatorSpec(
+    name="KlDivTargetBackward",
+    mnemonic="kl_div_target_backward",
+    output="grad_target",
+    differentiates="target",
+    attributes=(_reduction(list(Reduction)), LOG_TARGET),
+    doc=(
+        "Gradient of kl_div with respect to target: ge*(ln(t)+1-x) (0 at t == 0), "
+        "or ge*exp(t)*(t+1-x) with log_target."
+    ),
+    aclnn="aclnnKlDivTargetBackward",
+)
+SMOOTH_L1_LOSS_BACKWARD = OperatorSpec(
+    name="SmoothL1LossBackward",
+    mnemonic="smooth_l1_loss_backward",
+    output="grad_input",
+    differentiates="",
+    attributes=(_reduction([Reduction.NONE, Reduction.MEAN, Reduction.SUM]), BETA),
+    doc="Gradient of smooth_l1_loss: ge*clamp((x-t)/beta, -1, 1), or ge*sgn(x-t) when beta == 0.",
+    aclnn="aclnnSmoothL1LossBackward",
+)
+
+OPERATORS: dict[str, OperatorSpec] = {
+    op.name: op for op in (KL_DIV_BACKWARD, KL_DIV_TARGET_BACKWARD, SMOOTH_L1_LOSS_BACKWARD)
+}
+
+
+def operator(op_type: str) -> OperatorSpec:
+    """The spec of an ONNX op_type, or AttributeValueError naming the known ones."""
+    try:
+        return OPERATORS[op_type]
+    except KeyError:
+        raise InvalidArgumentError(
+            str(op_type), "op_type", f"must be one of {', '.join(OPERATORS)}"
+        ) from None
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_attributes(op: OperatorSpec, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Every attribute of `op`, defaults filled in, values normalised; unknown names rejected."""
+    unknown = sorted(set(attrs) - {a.name for a in op.attributes})
+    if unknown:
+        known = ", ".join(a.name for a in op.attributes)
+        raise AttributeValueError(
+            op.name, f"attribute '{unknown[0]}'", f"is not an attribute of {op.name} ({known})"
+        )
+    return {
+        a.name: a.check(op.name, attrs[a.name]) if attrs.get(a.name) is not None else a.default
+        for a in op.attributes
+    }
+
+
+def check_element_type(op: OperatorSpec, argument: str, key: Any) -> FloatType:
+    """The FloatType of one input, or ElementTypeError."""
+    if key is None:
+        raise MissingInputError(op.name, argument, "is required")
+    t = float_type(key)
+    if t is None:
+        allowed = ", ".join(t.name for t in FLOAT_TYPES)
+        raise ElementTypeError(
+            op.name, argument, f"element type must be one of {allowed}, got {_type_name(key)}"
+        )
+    return t
+
+
+def _type_name(key: Any) -> str:
+    try:
+        return str(np.dtype(key))
+    except TypeError:
+        return str(key)
+
+
+def check_rank(op: OperatorSpec, argument: str, shape: Shape | None) -> None:
+    if shape is not None and len(shape) > MAX_RANK:
+        raise RankError(
+            op.name, argument, f"rank must be at most {MAX_RANK}, got {len(shape)}"
+        )
+
+
+def broadcast_shapes(op: str, named: Sequence[tuple[str, Shape]]) -> Shape:
+    """numpy broadcasting over shapes with symbolic dims.
+
+    A static size other than 1 wins over a symbolic dim (which must then equal it at run
+    time); two different symbolic names give an unknown dim (None)."""
+    rank = max((len(s) for _, s in named), default=0)
+    out: list[Dim] = []
+    for axis in range(rank):
+        static: Dim = 1
+        static_from = ""
+        symbolic: set[Dim] = set()
+        for name, shape in named:
+            j = axis - (rank - len(shape))
+            if j < 0:
+                continue
+            d = shape[j]
+            if isinstance(d, int):
+                if d == 1:
+                    continue
+                if static != 1 and d != static:
+                    raise BroadcastError(
+                        op,
+                        f"{static_from} and {name}",
+                        f"shapes {_fmt_shapes(named)} do not broadcast "
+                        f"(axis {axis - rank}: {static} vs {d})",
+                    )
+                static, static_from = d, name
+            else:
+                symbolic.add(d)
+        if static != 1:
+            out.append(static)
+        elif not symbolic:
+            out.append(1)
+        elif len(symbolic) == 1:
+            out.append(symbolic.pop())
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def _fmt_shapes(named: Sequence[tuple[str, Shape]]) -> str:
+    return ", ".join(f"{n} {list(s)}" for n, s in named)
+
+
+def check_no_enlarge(op: OperatorSpec, go: Shape, b: Shape) -> None:
+    """The KL ops: grad_output must broadcast to B without changing B."""
+    if len(go) > len(b):
+        raise BroadcastError(
+            op.name,
+            "grad_output",
+            f"shape {list(go)} must broadcast to broadcast(self, target) {list(b)} without "
+            f"enlarging it (rank {len(go)} > {len(b)})",
+        )
+    offset = len(b) - len(go)
+    for i, d in enumerate(go):
+        bd = b[offset + i]
+        if isinstance(d, int) and d != 1 and isinstance(bd, int) and d != bd:
+            raise BroadcastError(
+                op.name,
+                "grad_output",
+                f"shape {list(go)} must broadcast to broadcast(self, target) {list(b)} without "
+                f"enlarging it (axis {i - len(go)}: {d} vs {bd})",
+            )
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What validation needs of an input: its element type and (possibly unknown) shape."""
+
+    dtype: Any
+    shape: Shape | None
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """A validated call: the types, shapes and attributes every backend compiles from."""
+
+    op: OperatorSpec
+    types: dict[str, FloatType]  # per input name
+    shapes: dict[str, Shape | None]  # per input name; None = rank unknown
+    attrs: dict[str, Any]  # all attributes, defaults applied
+    promoted: FloatType
+    compute: FloatType
+    result_type: FloatType
+    broadcast_shape: Shape | None  # B = broadcast(self, target)
+    iteration_shape: Shape | None  # the shape the per-element formula runs over
+    result_shape: Shape | None
+
+    @property
+    def reduction(self) -> Reduction:
+        return Reduction(self.attrs["reduction"])
+
+
+def validate(op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mapping[str, Any]) -> CheckedCall:
+    """SPEC.md's validation, in CANN's order: null, element type, rank, broadcast, attributes."""
+    op = operator(op_type)
+    infos: dict[str, TensorInfo] = {}
+    for name in INPUT_NAMES:
+        info = inputs.get(name)
+        if info is None:
+            raise MissingInputError(op.name, name, "is required")
+        infos[name] = info
+    extra = sorted(set(inputs) - set(INPUT_NAMES))
+    if extra:
+        raise AttributeValueError(
+            op.name, extra[0], f"is not an input of {op.name} ({', '.join(INPUT_NAMES)})"
+        )
+    types = {n: check_element_type(op, n, infos[n].dtype) for n in INPUT_NAMES}
+    shapes = {n: infos[n].shape for n in INPUT_NAMES}
+    for n in INPUT_NAMES:
+        check_rank(op, n, shapes[n])
+    b = it = result = None
+    if shapes["self"] is not None and shapes["target"] is not None:
+        b = broadcast_shapes(op.name, [("self", shapes["self"]), ("target", shapes["target"])])
+        if op.grad_output_may_enlarge:
+            if shapes["grad_output"] is not None:
+                it = broadcast_shapes(
+                    op.name, [("grad_output", shapes["grad_output"]), ("self", b)]
+                )
+        else:
+            if shapes["grad_output"] is not None:
+                broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), ("self", b)])
+                check_no_enlarge(op, shapes["grad_output"], b)
+            it = b
+    checked_attrs = check_attributes(op, attrs)
+    promoted = promote_types(types.values())
+    if op.differentiates:
+        result = shapes[op.differentiates]
+        result_type = types[op.differentiates]
+    else:
+        result = it
+        result_type = promoted
+    return CheckedCall(
+        op=op,
+        types=types,
+        shapes=shapes,
+        attrs=checked_attrs,
+        promoted=promoted,
+        compute=compute_type(promoted),
+        result_type=result_type,
+        broadcast_shape=b,
+        iteration_shape=it,
+        result_shape=result,
+    )
+
+
+def reduction_scale(reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]) -> float:
+    """SPEC's scale s for concrete shapes (may be inf when the divisor is 0: nothing is scaled)."""
+    reduction = Reduction(reduction)
+    if reduction is Reduction.MEAN:
+        n = math.prod(b)
+        return math.inf if n == 0 else 1.0 / n
+    if reduction is Reduction.BATCHMEAN:
+        if len(self_shape) == 0:
+            return 1.0
+        return math.inf if self_shape[0] == 0 else 1.0 / self_shape[0]
+    return 1.0
+
+
+# --------------------------------------------------------------------------- documentation
+
+
+def operator_table_markdown() -> str:
+    """The README's operator table; a test compares the README with this text."""
+    lines = [
+        "| operator | output | attribute | ONNX type | default | valid values |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for op in OPERATORS.values():
+        for a in op.attributes:
+            default = f'"{a.default}"' if a.kind is AttrKind.STRING else repr(a.default)
+            lines.append(
+                f"| {op.name} | {op.output} | {a.name} | {a.kind.value} | {default} | {a.rule()} |"
+            )
+    return "\n".join(lines)
