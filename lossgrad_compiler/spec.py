@@ -164,14 +164,14 @@ class AttributeSpec:
                 value = value.decode("utf-8", errors="replace")
             if not isinstance(value, str):
                 raise AttributeValueError(
-                    op, where, f"must be a string ({self.rule()}), got {type(value).__name__}"
+                    op, where, f"must be a string, got {type(value).__name__}"
                 )
         elif self.kind is AttrKind.INT:
             if isinstance(value, np.integer):
                 value = int(value)
             if not isinstance(value, int):
                 raise AttributeValueError(
-                    op, where, f"must be an int ({self.rule()}), got {type(value).__name__}"
+                    op, where, f"must be an int, got {type(value).__name__}"
                 )
             value = int(value)
         else:
@@ -179,7 +179,7 @@ class AttributeSpec:
                 value = float(value)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise AttributeValueError(
-                    op, where, f"must be a float ({self.rule()}), got {type(value).__name__}"
+                    op, where, f"must be a float, got {type(value).__name__}"
                 )
             value = float(value)
             if math.isnan(value) or (self.minimum is not None and value < self.minimum):
@@ -434,6 +434,9 @@ class CheckedCall:
         return Reduction(self.attrs["reduction"])
 
 
+_B = "broadcast(self, target)"
+
+
 def validate(op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mapping[str, Any]) -> CheckedCall:
     """SPEC.md's validation, in CANN's order: null, element type, rank, broadcast, attributes."""
     op = operator(op_type)
@@ -458,11 +461,11 @@ def validate(op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mappi
         if op.grad_output_may_enlarge:
             if shapes["grad_output"] is not None:
                 it = broadcast_shapes(
-                    op.name, [("grad_output", shapes["grad_output"]), ("self", b)]
+                    op.name, [("grad_output", shapes["grad_output"]), (_B, b)]
                 )
         else:
             if shapes["grad_output"] is not None:
-                broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), ("self", b)])
+                broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), (_B, b)])
                 check_no_enlarge(op, shapes["grad_output"], b)
             it = b
     checked_attrs = check_attributes(op, attrs)
