@@ -170,17 +170,13 @@ class AttributeSpec:
             if isinstance(value, np.integer):
                 value = int(value)
             if not isinstance(value, int):
-                raise AttributeValueError(
-                    op, where, f"must be an int, got {type(value).__name__}"
-                )
+                raise AttributeValueError(op, where, f"must be an int, got {type(value).__name__}")
             value = int(value)
         else:
             if isinstance(value, (np.floating, np.integer)):
                 value = float(value)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise AttributeValueError(
-                    op, where, f"must be a float, got {type(value).__name__}"
-                )
+                raise AttributeValueError(op, where, f"must be a float, got {type(value).__name__}")
             value = float(value)
             if math.isnan(value) or (self.minimum is not None and value < self.minimum):
                 raise AttributeValueError(op, where, f"must be {self.rule()}, got {value!r}")
@@ -336,9 +332,7 @@ def _type_name(key: Any) -> str:
 
 def check_rank(op: OperatorSpec, argument: str, shape: Shape | None) -> None:
     if shape is not None and len(shape) > MAX_RANK:
-        raise RankError(
-            op.name, argument, f"rank must be at most {MAX_RANK}, got {len(shape)}"
-        )
+        raise RankError(op.name, argument, f"rank must be at most {MAX_RANK}, got {len(shape)}")
 
 
 def broadcast_shapes(op: str, named: Sequence[tuple[str, Shape]]) -> Shape:
@@ -437,7 +431,9 @@ class CheckedCall:
 _B = "broadcast(self, target)"
 
 
-def validate(op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mapping[str, Any]) -> CheckedCall:
+def validate(
+    op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mapping[str, Any]
+) -> CheckedCall:
     """SPEC.md's validation, in CANN's order: null, element type, rank, broadcast, attributes."""
     op = operator(op_type)
     infos: dict[str, TensorInfo] = {}
@@ -460,9 +456,7 @@ def validate(op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mappi
         b = broadcast_shapes(op.name, [("self", shapes["self"]), ("target", shapes["target"])])
         if op.grad_output_may_enlarge:
             if shapes["grad_output"] is not None:
-                it = broadcast_shapes(
-                    op.name, [("grad_output", shapes["grad_output"]), (_B, b)]
-                )
+                it = broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), (_B, b)])
         else:
             if shapes["grad_output"] is not None:
                 broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), (_B, b)])
@@ -490,7 +484,9 @@ def validate(op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mappi
     )
 
 
-def reduction_scale(reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]) -> float:
+def reduction_scale(
+    reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
+) -> float:
     """SPEC's scale s for concrete shapes (may be inf when the divisor is 0: nothing is scaled)."""
     reduction = Reduction(reduction)
     if reduction is Reduction.MEAN:
