@@ -1,0 +1,73 @@
+"""Conversions between ONNX TypeProtos and spec's view of a tensor (element type and shape).
+
+ONNX spells a dimension as dim_value (size), dim_param (symbolic name) or neither
+(unknown); spec uses int, str and None for the same three cases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, TensorShapeProto, TypeProto, helper
+
+from lossgrad_compiler import spec
+
+
+def shape_of(type_proto: TypeProto) -> spec.Shape | None:
+    """The shape of a tensor type, or None when its rank is unknown."""
+    if not type_proto.tensor_type.HasField("shape"):
+        return None
+    return tuple(_dim(d) for d in type_proto.tensor_type.shape.dim)
+
+
+def _dim(d: TensorShapeProto.Dimension) -> spec.Dim:
+    if d.HasField("dim_value"):
+        return int(d.dim_value)
+    if d.HasField("dim_param") and d.dim_param:
+        return d.dim_param
+    return None
+
+
+def element_key(elem_type: int) -> Any:
+    """What spec's type check should see for an ONNX element type code.
+
+    Float types map to spec.FloatType; any other type maps to a numpy dtype or its ONNX name,
+    so that spec's message reads 'got int32' rather than 'got 6'."""
+    found = spec.float_type(elem_type)
+    if found is not None:
+        return found
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return TensorProto.DataType.Name(elem_type).lower()
+
+
+def tensor_info(type_proto: TypeProto | None) -> spec.TensorInfo | None:
+    """spec's TensorInfo of a value, or None when its type is not known at all.
+
+    A non-tensor type (sequence, map, optional) is reported as its printable name, which spec
+    rejects as an element type."""
+    if type_proto is None or type_proto.WhichOneof("value") is None:
+        return None
+    if type_proto.WhichOneof("value") != "tensor_type":
+        return spec.TensorInfo(helper.printable_type(type_proto), None)
+    elem = type_proto.tensor_type.elem_type
+    if elem == TensorProto.UNDEFINED:
+        return None
+    return spec.TensorInfo(element_key(elem), shape_of(type_proto))
+
+
+def tensor_type(elem: Any, shape: spec.Shape | None) -> TypeProto:
+    """A tensor TypeProto; `elem` is anything spec.float_type accepts, or an ONNX code;
+    `shape` None leaves the rank unknown."""
+    return helper.make_tensor_type_proto(onnx_elem_type(elem), None if shape is None else shape)
+
+
+def onnx_elem_type(elem: Any) -> int:
+    """The ONNX element type code for a FloatType, a name, a numpy dtype or an ONNX code."""
+    found = spec.float_type(elem)
+    if found is not None:
+        return found.onnx
+    if isinstance(elem, int) and not isinstance(elem, bool):
+        return elem
+    return helper.np_dtype_to_tensor_dtype(np.dtype(elem))
