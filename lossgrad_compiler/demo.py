@@ -1,0 +1,297 @@
+"""lossgrad-demo: build the example model, check it, infer its shapes and run it on every
+available backend, comparing each output with the numpy reference run node by node.
+
+Backends are entries of BACKENDS: a name and a `prepare(model) -> runner` function (compile
+once, run for several batch sizes). Later stages append their backends there; a backend
+that cannot run on this machine says why through `unavailable()` and is reported as
+skipped. The exit code is 1 when any output differs from the reference by more than its
+tolerance, or when any step fails."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TypeProto
+
+from lossgrad_compiler import examples, reference, spec
+from lossgrad_compiler import onnx as lo
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.onnx.type_protos import shape_of
+
+Feeds = Mapping[str, np.ndarray]
+Runner = Callable[[Feeds], Mapping[str, np.ndarray]]
+
+BATCH_SIZES = (1, 5, 32)
+
+# Relative tolerance per result element type, scaled by the largest |reference| value of the
+# output: a few units in the last place of the type, for backends that compute in another
+# order than the reference.
+RTOL: dict[str, float] = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}
+
+
+def _available() -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One way to run a model; `unavailable()` returns the reason it cannot run here, or None."""
+
+    name: str
+    what: str
+    prepare: Callable[[ModelProto], Runner]
+    unavailable: Callable[[], str | None] = field(default=_available)
+
+
+def _prepare_onnx_reference(model: ModelProto) -> Runner:
+    return lambda feeds: lo.run_reference(model, feeds)
+
+
+BACKENDS: list[Backend] = [
+    Backend(
+        "onnx-reference",
+        "onnx ReferenceEvaluator + ai.lossgrad kernels",
+        _prepare_onnx_reference,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of one node, run by one backend, compared with the reference."""
+
+    backend: str
+    batch: int
+    node: str
+    op: str
+    attributes: str
+    output: str
+    max_diff: float
+    tolerance: float
+    ok: bool
+    note: str = ""
+
+
+# --------------------------------------------------------------------------- the reference
+
+
+def reference_outputs(model: ModelProto, feeds: Feeds) -> dict[str, np.ndarray]:
+    """Every node's output from lossgrad_compiler.reference.evaluate, node by node."""
+    values: dict[str, np.ndarray] = dict(feeds)
+    for node in model.graph.node:
+        if node.domain != spec.DOMAIN:
+            raise ValueError(f"node '{node.name}' ({node.op_type}) is not an ai.lossgrad node")
+        inputs = {
+            name: values.get(v) for name, v in zip(spec.INPUT_NAMES, node.input, strict=False)
+        }
+        values[node.output[0]] = reference.evaluate(
+            node.op_type, inputs, lo.attributes_from_node(node)
+        )
+    return values
+
+
+def compare(got: np.ndarray | None, want: np.ndarray) -> tuple[float, float, bool, str]:
+    """(max |got - want|, tolerance, within tolerance, note on a type or shape mismatch)."""
+    rtol = RTOL[spec.float_type(want.dtype).name]
+    want64 = want.astype(np.float64)
+    finite = np.abs(want64[np.isfinite(want64)])
+    tolerance = rtol * (float(finite.max()) if finite.size and finite.max() > 0 else 1.0)
+    if got is None:
+        return float("nan"), tolerance, False, "missing output"
+    got = np.asarray(got)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        note = f"got {_tensor_text(got.dtype, got.shape)}"
+        return float("nan"), tolerance, False, note
+    got64 = got.astype(np.float64)
+    same_nan = np.isnan(got64) == np.isnan(want64)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(np.isnan(want64), 0.0, np.abs(got64 - want64))
+        diff = np.where(got64 == want64, 0.0, diff)  # equal infinities
+    max_diff = float(diff.max()) if diff.size else 0.0
+    ok = bool(same_nan.all()) and max_diff <= tolerance
+    return max_diff, tolerance, ok, "" if same_nan.all() else "NaN positions differ"
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+def run_backend(
+    backend: Backend, model: ModelProto, batches: Sequence[int]
+) -> tuple[list[list[str]], list[OutputCheck]]:
+    """Step rows and per-output checks of one backend over the batch sizes."""
+    reason = backend.unavailable()
+    if reason is not None:
+        return [["run", backend.name, f"skipped: {reason}"]], []
+    try:
+        runner = backend.prepare(model)
+    except Exception as err:  # reported as a failed step, not a traceback
+        return [["prepare", backend.name, f"FAILED: {_error_text(err)}"]], [
+            _failed(backend.name, 0, f"prepare failed: {err}")
+        ]
+    steps, checks = [], []
+    for batch in batches:
+        feeds = examples.example_feeds(batch, seed=batch)
+        want = reference_outputs(model, feeds)
+        try:
+            got = runner(feeds)
+        except Exception as err:
+            steps.append([f"run N={batch}", backend.name, f"FAILED: {_error_text(err)}"])
+            checks.append(_failed(backend.name, batch, f"run failed: {err}"))
+            continue
+        batch_checks = [_check(backend.name, batch, node, got, want) for node in model.graph.node]
+        worst = max((c.max_diff for c in batch_checks), default=0.0)
+        verdict = "ok" if all(c.ok for c in batch_checks) else "FAILED"
+        steps.append(
+            [
+                f"run N={batch}",
+                f"{backend.name}: {backend.what}",
+                f"{len(batch_checks)} outputs, max |diff| {_num(worst)}: {verdict}",
+            ]
+        )
+        checks.extend(batch_checks)
+    return steps, checks
+
+
+def _check(backend: str, batch: int, node, got, want) -> OutputCheck:
+    out = node.output[0]
+    expected = want[out]
+    max_diff, tolerance, ok, note = compare(got.get(out), expected)
+    attrs = lo.attributes_from_node(node)
+    return OutputCheck(
+        backend=backend,
+        batch=batch,
+        node=node.name,
+        op=node.op_type,
+        attributes=" ".join(f"{k}={v}" for k, v in attrs.items()),
+        output=f"{out}: {_tensor_text(expected.dtype, expected.shape)}",
+        max_diff=max_diff,
+        tolerance=tolerance,
+        ok=ok,
+        note=note,
+    )
+
+
+def _failed(backend: str, batch: int, note: str) -> OutputCheck:
+    nan = float("nan")
+    return OutputCheck(backend, batch, "-", "-", "-", "-", nan, nan, False, note)
+
+
+def rejection_row(model: ModelProto) -> list[str]:
+    """Show validation at work: the model with an invalid reduction must be rejected."""
+    bad = ModelProto()
+    bad.CopyFrom(model)
+    node = bad.graph.node[0]
+    for attr in node.attribute:
+        if attr.name == "reduction":
+            attr.s = b"avg"
+    what = f"check with {node.name}.reduction = 'avg'"
+    try:
+        lo.check_model(bad)
+    except LossGradError as err:
+        return ["reject", what, f"rejected: {err}"]
+    return ["reject", what, "FAILED: accepted an invalid model"]
+
+
+def _error_text(err: Exception) -> str:
+    return str(err) if isinstance(err, LossGradError) else f"{type(err).__name__}: {err}"
+
+
+def inferred_output_rows(model: ModelProto) -> list[str]:
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    return [f"{o.name}: {_type_text(o.type)}" for o in inferred.graph.output]
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _type_text(type_proto: TypeProto) -> str:
+    elem = spec.float_type(type_proto.tensor_type.elem_type)
+    shape = shape_of(type_proto)
+    dims = "?" if shape is None else ",".join("?" if d is None else str(d) for d in shape)
+    return f"{elem.name if elem else type_proto.tensor_type.elem_type}[{dims}]"
+
+
+def _tensor_text(dtype: np.dtype, shape: Sequence[int]) -> str:
+    return f"{np.dtype(dtype).name}[{','.join(str(d) for d in shape)}]"
+
+
+def _num(x: float) -> str:
+    return "0" if x == 0 else f"{x:.3g}"
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = [
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, ["-" * w for w in widths], *rows]
+    ]
+    return "\n".join(lines)
+
+
+def _check_rows(checks: Sequence[OutputCheck]) -> list[list[str]]:
+    return [
+        [
+            c.backend,
+            str(c.batch),
+            c.node,
+            c.op,
+            c.attributes,
+            c.output,
+            _num(c.max_diff),
+            _num(c.tolerance),
+            ("ok" if c.ok else "FAILED") + (f" ({c.note})" if c.note else ""),
+        ]
+        for c in checks
+    ]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; 0 when every output is within tolerance, else 1."""
+    del argv  # no options
+    print("lossgrad-demo: loss gradients of a small training step (symbolic batch N)\n")
+    steps: list[list[str]] = []
+    model = examples.example_model()
+    ops = ", ".join(f"{n.name} ({n.op_type})" for n in model.graph.node)
+    steps.append(["build", "example model (lossgrad_compiler.examples)", ops])
+    try:
+        lo.check_model(model)
+        steps.append(["check", "spec validation + onnx.checker full_check", "ok"])
+        shapes = inferred_output_rows(model)
+    except Exception as err:
+        steps.append(["check", "spec validation + onnx.checker full_check", f"FAILED: {err}"])
+        print(format_table(["step", "what", "result"], steps))
+        return 1
+    for i, text in enumerate(shapes):
+        steps.append(["infer" if i == 0 else "", "onnx shape inference" if i == 0 else "", text])
+    steps.append(rejection_row(model))
+    rejected = steps[-1][2].startswith("rejected")
+    checks: list[OutputCheck] = []
+    for backend in BACKENDS:
+        backend_steps, backend_checks = run_backend(backend, model, BATCH_SIZES)
+        steps.extend(backend_steps)
+        checks.extend(backend_checks)
+    print(format_table(["step", "what", "result"], steps))
+    print()
+    headers = ["backend", "N", "node", "op", "attributes", "output", "max |diff|", "tol", "result"]
+    print(format_table(headers, _check_rows(checks)))
+    failed = [c for c in checks if not c.ok]
+    print()
+    if not rejected:
+        print("FAILED: an invalid model was accepted")
+        return 1
+    if failed or not checks:
+        print(f"FAILED: {len(failed)} of {len(checks)} outputs differ from the reference")
+        return 1
+    print(f"all {len(checks)} outputs match the reference within tolerance")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Kernels of the ai.lossgrad operators for onnx's ReferenceEvaluator, computing with
+lossgrad_compiler.reference (the numpy oracle of SPEC.md).
+
+    ReferenceEvaluator(model, new_ops=reference_ops()).run(None, feeds)
+
+An invalid call raises the spec error (a ValueError, which the evaluator lets through
+unchanged), naming the node. bfloat16 values are ml_dtypes.bfloat16 arrays in onnx 1.23's
+evaluator, the same representation the reference uses, so nothing is converted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from onnx import ModelProto
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+
+from lossgrad_compiler import reference, spec
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.onnx.attributes import attributes_from_node
+from lossgrad_compiler.onnx.node_errors import located
+
+
+class LossGradOpRun(OpRun):
+    """One ai.lossgrad node; the subclass name is the op_type."""
+
+    op_domain = spec.DOMAIN
+
+    def _run(self, *inputs: Any, **given: Any) -> tuple[np.ndarray]:
+        # `given` holds onnx's loosely converted attributes; the node's own protos are read
+        # strictly instead. Only values linked from an enclosing function come from `given`.
+        node = self.onnx_node
+        try:
+            attrs = attributes_from_node(node, linked=_linked(node, given))
+            arrays: dict[str, Any] = {}
+            for i, value in enumerate(inputs):
+                name = spec.INPUT_NAMES[i] if i < len(spec.INPUT_NAMES) else f"input {i}"
+                arrays[name] = value
+            return (reference.evaluate(node.op_type, arrays, attrs),)
+        except LossGradError as err:
+            raise located(err, node.name) from None
+
+
+def _linked(node: Any, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Values of attributes that refer to function attributes, keyed by the referred name."""
+    return {a.ref_attr_name: given[a.name] for a in node.attribute if a.ref_attr_name}
+
+
+def reference_ops() -> list[type[OpRun]]:
+    """One OpRun class per operator of spec.OPERATORS, for ReferenceEvaluator(new_ops=...)."""
+    return [type(name, (LossGradOpRun,), {}) for name in spec.OPERATORS]
+
+
+def run_reference(
+    model: ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    outputs: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run `model` with onnx's ReferenceEvaluator and these kernels; outputs by name."""
+    evaluator = ReferenceEvaluator(model, new_ops=reference_ops())
+    names = list(outputs) if outputs is not None else list(evaluator.output_names)
+    return dict(zip(names, evaluator.run(names, dict(feeds)), strict=True))
