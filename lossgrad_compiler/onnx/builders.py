@@ -87,8 +87,8 @@ def make_graph(
     """A graph whose outputs all have a shape field.
 
     An output given only by name takes the type and shape that onnx's shape inference (with
-    the ai.lossgrad schemas) finds for it; a dimension it cannot name gets a fresh symbolic
-    name '<output>_d<axis>'."""
+    the ai.lossgrad schemas) finds for it; onnx names a dimension it cannot relate to an
+    input ('unk__0', ...)."""
     nodes, initializers = list(nodes), list(initializers)
     inputs = [value_info(v) for v in inputs]
     outputs = list(outputs)
@@ -120,8 +120,7 @@ def _infer_value_types(
                 f"the type or rank of graph output '{name}' cannot be inferred; "
                 "give it as (name, element type, shape)"
             )
-        dims = [f"{name}_d{axis}" if d is None else d for axis, d in enumerate(shape_of(info.type))]
-        result[name] = helper.make_tensor_value_info(name, info.type.tensor_type.elem_type, dims)
+        result[name] = info
     return result
 
 
