@@ -12,6 +12,7 @@ the dialect, the ONNX schemas and the kernels reject the same calls with the sam
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -82,6 +83,16 @@ def result_tensor_type(checked: spec.CheckedCall) -> TensorType:
     assert checked.result_shape is not None, "ranked operands always give a result shape"
     shape = [d if isinstance(d, int) else DYNAMIC_INDEX for d in checked.result_shape]
     return TensorType(MLIR_FLOAT_TYPES[checked.result_type.mlir], shape)
+
+
+@lru_cache(maxsize=4096)
+def validate_types(
+    op_type: str, types: tuple[Attribute, ...], attrs: tuple[tuple[str, Any], ...]
+) -> spec.CheckedCall:
+    """spec.validate for operand types, memoised: a module repeats a few signatures many
+    times, and the verifier and the lowering both ask. Callers must not mutate the result."""
+    infos = dict(zip(spec.INPUT_NAMES, (tensor_info(t) for t in types), strict=True))
+    return spec.validate(op_type, infos, dict(attrs))
 
 
 # --------------------------------------------------------------------------- attributes
@@ -164,12 +175,8 @@ class LossGradOp(IRDLOperation):
 
     def check(self) -> spec.CheckedCall:
         """spec.validate on this op's operand types and attributes (raises LossGradError)."""
-        infos = (tensor_info(v.type) for v in (self.grad_output, self.self_, self.target))
-        return spec.validate(
-            self.SPEC.name,
-            dict(zip(spec.INPUT_NAMES, infos, strict=True)),
-            self.onnx_attributes(),
-        )
+        types = (self.grad_output.type, self.self_.type, self.target.type)
+        return validate_types(self.SPEC.name, types, tuple(self.onnx_attributes().items()))
 
     def verify_(self) -> None:
         try:

@@ -1,0 +1,189 @@
+"""Run level-2 IR with xDSL's interpreter on numpy arrays (differential tests of the lowering).
+
+xdsl 0.74's interpreter lacks `arith.divf/negf/extf/truncf/uitofp`, `math.absf`, and
+`linalg.fill` of a scalar, and it evaluates float ops in Python doubles, raising Python
+exceptions for `x / 0`, `log(0)` or an overflowing `exp`. The functions here evaluate every
+float op in its *result type* with numpy scalars, so an f32 body rounds after each op as
+f32 hardware does and IEEE specials come out as inf/NaN; they override the upstream float
+ops. Index/integer ops, `cmpf`, `select`, `constant`, `tensor.*`, `linalg.generic` and
+`func.*` are upstream's.
+
+    outputs = run_function(module, "kl", grad_output, self_array, target)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.dialects.linalg.ops import FillOp
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    impl,
+    register_impls,
+)
+from xdsl.interpreters.arith import ArithFunctions
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.interpreters.linalg import LinalgFunctions
+from xdsl.interpreters.math import MathFunctions
+from xdsl.interpreters.shaped_array import ShapedArray
+from xdsl.interpreters.tensor import TensorFunctions
+from xdsl.interpreters.utils.ptr import RawPtr, TypedPtr
+from xdsl.ir import Attribute
+
+from lossgrad_compiler.reference import round_to
+
+NUMPY_TYPES: dict[type[Attribute], Any] = {
+    Float16Type: np.float16,
+    BFloat16Type: ml_dtypes.bfloat16,
+    Float32Type: np.float32,
+    Float64Type: np.float64,
+}
+
+
+def numpy_type(element_type: Attribute) -> Any:
+    """The numpy scalar type of an MLIR float type."""
+    try:
+        return NUMPY_TYPES[type(element_type)]
+    except KeyError:
+        raise NotImplementedError(f"no numpy type for {element_type}") from None
+
+
+def _in_result_type(op: Any, compute: Callable[..., Any], args: PythonValues) -> PythonValues:
+    """`compute` on the arguments converted to the op's result type, as a Python float."""
+    c = numpy_type(op.result.type)
+    with np.errstate(all="ignore"):
+        return (float(compute(*(c(a) for a in args))),)
+
+
+@register_impls
+class Level2FloatFunctions(InterpreterFunctions):
+    """Float arith/math ops evaluated in their result type (see the module doc)."""
+
+    @impl(arith.AddfOp)
+    def run_addf(self, interpreter: Interpreter, op: arith.AddfOp, args: PythonValues):
+        return _in_result_type(op, np.add, args)
+
+    @impl(arith.SubfOp)
+    def run_subf(self, interpreter: Interpreter, op: arith.SubfOp, args: PythonValues):
+        return _in_result_type(op, np.subtract, args)
+
+    @impl(arith.MulfOp)
+    def run_mulf(self, interpreter: Interpreter, op: arith.MulfOp, args: PythonValues):
+        return _in_result_type(op, np.multiply, args)
+
+    @impl(arith.DivfOp)
+    def run_divf(self, interpreter: Interpreter, op: arith.DivfOp, args: PythonValues):
+        return _in_result_type(op, np.divide, args)
+
+    @impl(arith.NegfOp)
+    def run_negf(self, interpreter: Interpreter, op: arith.NegfOp, args: PythonValues):
+        return _in_result_type(op, np.negative, args)
+
+    @impl(math.AbsFOp)
+    def run_absf(self, interpreter: Interpreter, op: math.AbsFOp, args: PythonValues):
+        return _in_result_type(op, np.abs, args)
+
+    @impl(math.ExpOp)
+    def run_exp(self, interpreter: Interpreter, op: math.ExpOp, args: PythonValues):
+        return _in_result_type(op, np.exp, args)
+
+    @impl(math.LogOp)
+    def run_log(self, interpreter: Interpreter, op: math.LogOp, args: PythonValues):
+        return _in_result_type(op, np.log, args)
+
+    @impl(arith.ExtFOp)
+    def run_extf(self, interpreter: Interpreter, op: arith.ExtFOp, args: PythonValues):
+        return (float(args[0]),)  # exact: every narrower value is representable
+
+    @impl(arith.TruncFOp)
+    def run_truncf(self, interpreter: Interpreter, op: arith.TruncFOp, args: PythonValues):
+        # round_to rounds float64 -> bfloat16 once (ml_dtypes alone would round twice).
+        narrowed = round_to(np.array(args[0], np.float64), np.dtype(numpy_type(op.result.type)))
+        return (float(narrowed),)
+
+    @impl(arith.UIToFPOp)
+    def run_uitofp(self, interpreter: Interpreter, op: arith.UIToFPOp, args: PythonValues):
+        width = op.input.type.width.data  # type: ignore[attr-defined]
+        unsigned = int(args[0]) % (1 << width)
+        return _in_result_type(op, lambda v: v, (unsigned,))
+
+
+@register_impls
+class Level2LinalgFunctions(InterpreterFunctions):
+    """`linalg.fill` with a scalar value (upstream's expects a ShapedArray operand)."""
+
+    @impl(FillOp)
+    def run_fill(self, interpreter: Interpreter, op: FillOp, args: PythonValues):
+        value, output = args
+        filled = output.copy()
+        for i in range(len(filled.data)):
+            filled.data_ptr[i] = value
+        return (filled,) if op.results else ()
+
+
+def make_interpreter(module: ModuleOp) -> Interpreter:
+    """An interpreter for level-2 IR: upstream func/arith/math/tensor/linalg plus ours."""
+    interpreter = Interpreter(module)
+    for functions in (
+        ArithFunctions(),
+        MathFunctions(),
+        TensorFunctions(),
+        LinalgFunctions(),
+        FuncFunctions(),
+    ):
+        interpreter.register_implementations(functions)
+    interpreter.register_implementations(Level2FloatFunctions(), override=True)
+    interpreter.register_implementations(Level2LinalgFunctions(), override=True)
+    return interpreter
+
+
+def to_shaped_array(array: np.ndarray, element_type: Attribute) -> ShapedArray[float]:
+    """A numpy array as the interpreter's tensor value of `element_type`."""
+    data = np.asarray(array).astype(numpy_type(element_type), order="C")
+    ptr = TypedPtr(RawPtr(bytearray(data.tobytes())), xtype=element_type)  # type: ignore[arg-type]
+    return ShapedArray(ptr, list(data.shape))
+
+
+def to_numpy(value: ShapedArray[float], element_type: Attribute) -> np.ndarray:
+    """The interpreter's tensor value as a numpy array (a copy)."""
+    dtype = np.dtype(numpy_type(element_type))
+    count = int(np.prod(value.shape, dtype=np.int64))
+    raw = value.data_ptr.raw
+    start = raw.offset
+    buffer = bytes(raw.memory[start : start + count * dtype.itemsize])
+    return np.frombuffer(buffer, dtype=dtype).reshape(value.shape).copy()
+
+
+def run_function(module: ModuleOp, name: str, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Call `func.func @name` of a level-2 module on numpy arrays; its results as arrays."""
+    interpreter = make_interpreter(module)
+    function = next(
+        op for op in module.walk() if getattr(op, "sym_name", None) and op.sym_name.data == name
+    )
+    input_types: Sequence[Attribute] = function.function_type.inputs.data  # type: ignore[attr-defined]
+    output_types: Sequence[Attribute] = function.function_type.outputs.data  # type: ignore[attr-defined]
+    values = [
+        to_shaped_array(a, t.element_type)  # type: ignore[attr-defined]
+        for a, t in zip(arrays, input_types, strict=True)
+    ]
+    with np.errstate(all="ignore"):
+        results = interpreter.call_op(name, tuple(values))
+    return tuple(
+        to_numpy(r, t.element_type)
+        for r, t in zip(results, output_types, strict=True)
+        if isinstance(t, TensorType)
+    )

@@ -1,0 +1,136 @@
+"""Where each operand sits in the iteration space of a lowered lossgrad op (docs/level2.md).
+
+Pure shape logic, no IR: which loop feeds each operand dimension (or the constant 0 of a
+broadcast 1), which loops are summed away, where the dynamic sizes of the output and the
+element count of the reduction scale are read from. One plan serves every op with the same
+shapes and reduction, so the pass computes it once per signature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from lossgrad_compiler import spec
+
+GRAD_OUTPUT, SELF, TARGET = range(3)  # operand positions, in spec.INPUT_NAMES order
+
+IndexMap = tuple[int | None, ...]
+"""Per operand dimension: the loop index that reads it, or None for the constant 0."""
+
+DimSource = tuple[int, int]
+"""(operand position, dimension) whose `tensor.dim` gives a size known only at run time."""
+
+
+@dataclass(frozen=True)
+class ScaleCount:
+    """The divisor n of the reduction scale 1/n: a static factor times run-time sizes."""
+
+    static_factor: int
+    dynamic: tuple[DimSource, ...]
+
+    @property
+    def is_static(self) -> bool:
+        return not self.dynamic
+
+
+@dataclass(frozen=True)
+class LoweringPlan:
+    """Everything about a lowering that depends on shapes and reduction only."""
+
+    loops: int  # rank of the iteration space
+    input_maps: tuple[IndexMap, IndexMap, IndexMap]  # grad_output, self, target
+    output_map: IndexMap  # the result (or accumulator) in the iteration space
+    reduction_loops: tuple[bool, ...]  # per loop: summed over (absent from the output map)
+    output_shape: tuple[int | None, ...]  # the op's result shape; None = dynamic
+    output_dim_sources: tuple[DimSource, ...]  # one per dynamic output dimension, in order
+    scale: ScaleCount | None  # None: no scale (none, sum, batchmean of a 0-d self)
+
+    @property
+    def accumulates(self) -> bool:
+        """The result is summed over broadcast loops (KL ops with a self/target smaller than B)."""
+        return any(self.reduction_loops)
+
+
+def operand_map(shape: spec.Shape, iteration: spec.Shape) -> IndexMap:
+    """Right-aligned map of an operand into the iteration space; a static 1 facing a loop
+    that is not a static 1 is a broadcast and reads index 0."""
+    offset = len(iteration) - len(shape)
+    return tuple(
+        None if d == 1 and iteration[offset + j] != 1 else offset + j
+        for j, d in enumerate(shape)
+    )
+
+
+def _dynamic_source(
+    axis: int, rank: int, shapes: tuple[spec.Shape, ...], order: tuple[int, ...]
+) -> DimSource:
+    """The first operand (in `order`) whose dimension on iteration axis `axis` is dynamic:
+    a dynamic dimension is never a broadcast, so it equals the loop size at run time."""
+    for position in order:
+        shape = shapes[position]
+        j = axis - (rank - len(shape))
+        if j >= 0 and shape[j] is None:
+            return position, j
+    raise ValueError(f"axis {axis} is dynamic but no operand has a dynamic size there")
+
+
+def _scale_count(reduction: spec.Reduction, shapes: tuple[spec.Shape, ...]) -> ScaleCount | None:
+    if reduction is spec.Reduction.MEAN:
+        b = spec.broadcast_shapes("", [("self", shapes[SELF]), ("target", shapes[TARGET])])
+        factor = 1
+        dynamic: list[DimSource] = []
+        for axis, d in enumerate(b):
+            if isinstance(d, int):
+                factor *= d
+            else:
+                dynamic.append(_dynamic_source(axis, len(b), shapes, (SELF, TARGET)))
+        return ScaleCount(factor, tuple(dynamic))
+    if reduction is spec.Reduction.BATCHMEAN:
+        self_shape = shapes[SELF]
+        if not self_shape:
+            return None
+        if self_shape[0] is None:
+            return ScaleCount(1, ((SELF, 0),))
+        return ScaleCount(self_shape[0], ())
+    return None
+
+
+@cache
+def plan_lowering(
+    op_type: str,
+    shapes: tuple[spec.Shape, spec.Shape, spec.Shape],
+    reduction: spec.Reduction,
+) -> LoweringPlan:
+    """The plan for a validated call (shapes in grad_output, self, target order; None =
+    dynamic)."""
+    op = spec.operator(op_type)
+    b = spec.broadcast_shapes(op.name, [("self", shapes[SELF]), ("target", shapes[TARGET])])
+    if op.grad_output_may_enlarge:
+        iteration = spec.broadcast_shapes(op.name, [("grad_output", shapes[GRAD_OUTPUT]), ("B", b)])
+    else:
+        iteration = b
+    loops = len(iteration)
+    input_maps = tuple(operand_map(s, iteration) for s in shapes)
+    if op.differentiates:
+        result = SELF if op.differentiates == "self" else TARGET
+        output_map = input_maps[result]
+        output_shape = shapes[result]
+        sources = tuple((result, j) for j, d in enumerate(output_shape) if d is None)
+    else:
+        output_map = tuple(range(loops))
+        output_shape = iteration
+        order = (SELF, TARGET, GRAD_OUTPUT)
+        sources = tuple(
+            _dynamic_source(a, loops, shapes, order) for a, d in enumerate(iteration) if d is None
+        )
+    present = set(output_map)
+    return LoweringPlan(
+        loops=loops,
+        input_maps=(input_maps[0], input_maps[1], input_maps[2]),
+        output_map=output_map,
+        reduction_loops=tuple(i not in present for i in range(loops)),
+        output_shape=tuple(output_shape),
+        output_dim_sources=sources,
+        scale=_scale_count(reduction, shapes),
+    )

@@ -1,0 +1,302 @@
+"""`lower-lossgrad`: every lossgrad op becomes level-2 IR (docs/level2.md).
+
+This file is the only place where the operators' math is written. Per op it emits: the
+reduction scale (a constant, or computed from `tensor.dim` for dynamic shapes), the output
+tensor, and one `linalg.generic` on tensors whose scalar body widens half inputs with
+`arith.extf`, evaluates the formula in the compute type C with `arith.select` for every
+branch, and narrows once with `arith.truncf`. Broadcasting lives in the indexing maps; a KL
+result smaller than the iteration space is summed by `reduction` loops into a zero-filled
+C accumulator, narrowed by a second generic when the result type is a half type.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from lossgrad_compiler.dialects.lossgrad import (
+    MLIR_FLOAT_TYPES,
+    KlDivBackwardOp,
+    KlDivTargetBackwardOp,
+    LossGradOp,
+    SmoothL1LossBackwardOp,
+)
+from lossgrad_compiler.passes.broadcast_plan import (
+    DimSource,
+    LoweringPlan,
+    ScaleCount,
+    plan_lowering,
+)
+from lossgrad_compiler.passes.lowering_utils import (
+    ScalarBuilder,
+    affine_map_attr,
+    iterator_types,
+    tensor_type,
+    yield_op,
+)
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, i64
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from lossgrad_compiler import spec
+
+# --------------------------------------------------------------------------- the formulas
+
+
+@dataclass(frozen=True)
+class BodyValues:
+    """The scalar operands of a formula, already in the compute type C."""
+
+    ge: SSAValue  # grad_output times the scale (or grad_output when there is none)
+    x: SSAValue | None  # self; None for formulas that do not read it
+    t: SSAValue  # target
+    compute: spec.FloatType  # C
+    compute_type: Attribute  # C as an MLIR type
+
+
+Formula = Callable[[ScalarBuilder, BodyValues], SSAValue]
+
+
+def kl_div_backward(log_target: bool) -> Formula:
+    """-ge * t, or -ge * exp(t) with log_target."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        weight = b.exp(v.t) if log_target else v.t
+        return b.negf(b.mulf(v.ge, weight))
+
+    return body
+
+
+def kl_div_target_backward(log_target: bool) -> Formula:
+    """ge * exp(t) * (t + 1 - x) with log_target; else ge * (ln(t) + 1 - x), 0 at t == 0."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None
+        one = b.constant(1.0, v.compute_type)
+        if log_target:
+            e = b.exp(v.t)
+            return b.mulf(v.ge, b.mulf(e, b.subf(b.addf(v.t, one), v.x)))
+        value = b.mulf(v.ge, b.subf(b.addf(b.log(v.t), one), v.x))
+        zero = b.constant(0.0, v.compute_type)
+        return b.select(b.cmpf("oeq", v.t, zero), zero, value)
+
+    return body
+
+
+def smooth_l1_loss_backward(beta: float) -> Formula:
+    """ge * clamp((x - t) / beta, -1, 1); with beta == 0 in C, ge * sgn(x - t), no division."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None
+        beta_c = float(v.compute.dtype.type(beta))  # "beta > 0" is judged after rounding to C
+        one = b.constant(1.0, v.compute_type)
+        minus_one = b.constant(-1.0, v.compute_type)
+        d = b.subf(v.x, v.t)
+        if beta_c > 0:
+            q = b.divf(d, b.constant(beta_c, v.compute_type))
+            low = b.select(b.cmpf("olt", q, minus_one), minus_one, q)
+            clamped = b.select(b.cmpf("ogt", q, one), one, low)
+            return b.mulf(v.ge, clamped)
+        zero = b.constant(0.0, v.compute_type)
+        negative = b.select(b.cmpf("olt", d, zero), minus_one, zero)
+        sign = b.select(b.cmpf("ogt", d, zero), one, negative)
+        return b.mulf(v.ge, sign)
+
+    return body
+
+
+# --------------------------------------------------------------------------- one op
+
+
+def _is_narrower(element: spec.FloatType, compute: spec.FloatType) -> bool:
+    return element.bits < compute.bits
+
+
+class OpLowering:
+    """Builds the level-2 ops that replace one lossgrad op (before it, in order)."""
+
+    def __init__(self, op: LossGradOp, formula: Formula, reads_self: bool = True) -> None:
+        self.op = op
+        self.formula = formula
+        self.reads_self = reads_self
+        self.operands = (op.grad_output, op.self_, op.target)
+        self.checked = op.check()
+        shapes = tuple(self.checked.shapes[n] for n in spec.INPUT_NAMES)
+        self.plan: LoweringPlan = plan_lowering(op.SPEC.name, shapes, self.checked.reduction)
+        self.compute = self.checked.compute
+        self.compute_type = MLIR_FLOAT_TYPES[self.compute.mlir]
+        self.ops: list[Operation] = []
+        self.outer = ScalarBuilder(self.ops)
+        self._dims: dict[DimSource, SSAValue] = {}
+
+    def dim(self, source: DimSource) -> SSAValue:
+        found = self._dims.get(source)
+        if found is None:
+            position, index = source
+            found = self._dims[source] = self.outer.dim(self.operands[position], index)
+            found.name_hint = "dim"
+        return found
+
+    def scale(self, count: ScaleCount | None) -> SSAValue | None:
+        """1/n in C: a constant for static shapes, else from tensor.dim (index → i64 → C)."""
+        if count is None:
+            return None
+        b = self.outer
+        if count.is_static:
+            c = self.compute.dtype.type
+            with np.errstate(divide="ignore"):
+                value = float(c(1) / c(count.static_factor))
+            return b.constant(value, self.compute_type)
+        n: SSAValue | None = None
+        for source in count.dynamic:
+            size = self.dim(source)
+            n = size if n is None else b.muli(n, size)
+        assert n is not None
+        if count.static_factor != 1:
+            n = b.muli(n, b.index_constant(count.static_factor))
+        n.name_hint = "numel" if count.static_factor != 1 or len(count.dynamic) > 1 else "dim"
+        as_float = b.cast(arith.UIToFPOp, b.cast(arith.IndexCastOp, n, i64), self.compute_type)
+        return b.divf(b.constant(1.0, self.compute_type), as_float)
+
+    def body(self, scale: SSAValue | None, output_type: Attribute) -> Block:
+        """The elementwise body: extf the inputs it reads, the formula, then truncf or +=."""
+        types = [self.checked.types[n] for n in spec.INPUT_NAMES]
+        block = Block(arg_types=[*(MLIR_FLOAT_TYPES[t.mlir] for t in types), output_type])
+        ops: list[Operation] = []
+        b = ScalarBuilder(ops)
+        reads = (True, self.reads_self, True)
+        widened: list[SSAValue | None] = []
+        for arg, element, read in zip(block.args, types, reads, strict=False):
+            if not read:
+                widened.append(None)
+            elif _is_narrower(element, self.compute):
+                widened.append(b.cast(arith.ExtFOp, arg, self.compute_type))
+            else:
+                widened.append(arg)
+        go, x, t = widened
+        assert go is not None and t is not None
+        ge = b.mulf(go, scale) if scale is not None else go
+        value = self.formula(b, BodyValues(ge, x, t, self.compute, self.compute_type))
+        if self.plan.accumulates:
+            value = b.addf(block.args[3], value)
+        elif _is_narrower(self.checked.result_type, self.compute):
+            value = b.cast(arith.TruncFOp, value, output_type)
+        ops.append(yield_op(value))
+        block.add_ops(ops)
+        return block
+
+    def build(self) -> SSAValue:
+        """Append the replacement ops to self.ops; return the value replacing the result."""
+        plan = self.plan
+        b = self.outer
+        scale = self.scale(plan.scale)
+        if scale is not None:
+            scale.name_hint = "scale"
+        sizes = [self.dim(s) for s in plan.output_dim_sources]
+        result = self.checked.result_type
+        narrow_result = _is_narrower(result, self.compute)
+        result_type = MLIR_FLOAT_TYPES[result.mlir]
+        output_element = self.compute_type if plan.accumulates else result_type
+        output = b.empty(sizes, tensor_type(output_element, plan.output_shape))
+        output.name_hint = "init"
+        if plan.accumulates:
+            output = b.fill(b.constant(0.0, self.compute_type), output)
+            output.name_hint = "zeros"
+        maps = [affine_map_attr(plan.loops, m) for m in (*plan.input_maps, plan.output_map)]
+        value = b.generic(
+            self.operands,
+            output,
+            self.body(scale, output_element),
+            maps,
+            iterator_types(plan.reduction_loops),
+        )
+        if plan.accumulates and narrow_result:
+            value.name_hint = "sum"
+            value = self.narrow(value, sizes, result_type)
+        return value
+
+    def narrow(self, accumulator: SSAValue, sizes: list[SSAValue], to: Attribute) -> SSAValue:
+        """A second, all-parallel generic: truncf of the C accumulator to the result type."""
+        rank = len(self.plan.output_shape)
+        output = self.outer.empty(sizes, tensor_type(to, self.plan.output_shape))
+        output.name_hint = "init"
+        block = Block(arg_types=[self.compute_type, to])
+        truncated = arith.TruncFOp.create(operands=[block.args[0]], result_types=[to])
+        block.add_ops([truncated, yield_op(truncated.results[0])])
+        identity = affine_map_attr(rank, tuple(range(rank)))
+        return self.outer.generic(
+            [accumulator], output, block, [identity, identity], iterator_types((False,) * rank)
+        )
+
+
+def replace_with_level2(
+    op: LossGradOp, rewriter: PatternRewriter, formula: Formula, reads_self: bool = True
+) -> None:
+    lowering = OpLowering(op, formula, reads_self)
+    value = lowering.build()
+    rewriter.replace(op, lowering.ops, [value])
+
+
+# --------------------------------------------------------------------------- patterns
+
+
+class LowerKlDivBackward(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: KlDivBackwardOp, rewriter: PatternRewriter) -> None:
+        replace_with_level2(op, rewriter, kl_div_backward(op.log_target_flag), reads_self=False)
+
+
+class LowerKlDivTargetBackward(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: KlDivTargetBackwardOp, rewriter: PatternRewriter) -> None:
+        replace_with_level2(op, rewriter, kl_div_target_backward(op.log_target_flag))
+
+
+class LowerSmoothL1LossBackward(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: SmoothL1LossBackwardOp, rewriter: PatternRewriter) -> None:
+        replace_with_level2(op, rewriter, smooth_l1_loss_backward(op.beta_value))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC makes large lowerings superlinear (xdsl.md §7): pause it meanwhile."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass(frozen=True)
+class LowerLossgradPass(ModulePass):
+    """Lower every lossgrad op to level-2 IR (docs/level2.md); no lossgrad op survives.
+
+    Unused lossgrad ops are lowered too (no dead-code elimination here: run `dce` or
+    `canonicalize` afterwards to drop them). No options."""
+
+    name = "lower-lossgrad"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        with gc_paused():
+            PatternRewriteWalker(
+                GreedyRewritePatternApplier(
+                    [LowerKlDivBackward(), LowerKlDivTargetBackward(), LowerSmoothL1LossBackward()],
+                    dce_enabled=False,
+                ),
+                apply_recursively=False,
+            ).rewrite_module(op)
