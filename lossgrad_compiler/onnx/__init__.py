@@ -16,7 +16,7 @@ from lossgrad_compiler.onnx.builders import (
     value_info,
 )
 from lossgrad_compiler.onnx.checking import check_model, lossgrad_nodes, validate_node
-from lossgrad_compiler.onnx.reference_ops import reference_ops, run_reference
+from lossgrad_compiler.onnx.reference_ops import reference_evaluator, reference_ops, run_reference
 from lossgrad_compiler.onnx.schemas import (
     deregister_schemas,
     ensure_schemas,
@@ -39,6 +39,7 @@ __all__ = [
     "make_model",
     "make_node",
     "opset_imports",
+    "reference_evaluator",
     "reference_ops",
     "register_schemas",
     "run_reference",

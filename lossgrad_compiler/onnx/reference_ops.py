@@ -53,12 +53,29 @@ def reference_ops() -> list[type[OpRun]]:
     return [type(name, (LossGradOpRun,), {}) for name in spec.OPERATORS]
 
 
+def reference_evaluator(model: ModelProto) -> ReferenceEvaluator:
+    """A ReferenceEvaluator for `model` whose model-local functions see these kernels too.
+
+    onnx 1.23 builds the evaluators of a ModelProto's functions without `new_ops`, so an
+    ai.lossgrad node inside a function body would be unknown there; the functions are
+    therefore given as evaluators of their own, in model order (a function may call the
+    ones before it)."""
+    ops = reference_ops()
+    if not model.functions:
+        return ReferenceEvaluator(model, new_ops=ops)
+    functions: list[ReferenceEvaluator] = []
+    for function in model.functions:
+        functions.append(ReferenceEvaluator(function, functions=list(functions), new_ops=ops))
+    opsets = {o.domain: o.version for o in model.opset_import}
+    return ReferenceEvaluator(model.graph, opsets=opsets, functions=functions, new_ops=ops)
+
+
 def run_reference(
     model: ModelProto,
     feeds: Mapping[str, np.ndarray],
     outputs: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Run `model` with onnx's ReferenceEvaluator and these kernels; outputs by name."""
-    evaluator = ReferenceEvaluator(model, new_ops=reference_ops())
+    evaluator = reference_evaluator(model)
     names = list(outputs) if outputs is not None else list(evaluator.output_names)
     return dict(zip(names, evaluator.run(names, dict(feeds)), strict=True))
