@@ -1,0 +1,227 @@
+"""numpy semantics of SPEC.md: the oracle every backend and test is compared with.
+
+The reference evaluates the level-2 body expressions of docs/level2.md in the same order
+and in the same compute type C, so a backend that translates level-2 IR can be compared
+with it tightly:
+
+* inputs are widened to C (float32 for float16/bfloat16, else the promoted type);
+* `ge = grad_output * scale`, where `scale = C(1) / C(n)` exists only for mean and
+  batchmean (none, sum and a 0-d self under batchmean multiply by nothing);
+* branches are selects (`np.where`), never multiply-blends; beta is rounded to C first
+  and "beta > 0" is judged after that rounding;
+* a KL result smaller than B = broadcast(self, target) is summed in C, sequentially:
+  `acc = +0; for idx in B (row-major): acc[proj(idx)] += v[idx]` (see `sum_to_shape`);
+* the result is rounded to its element type once, at the end (`round_to`).
+
+Every error comes from `spec.validate`. numpy floating-point warnings are silenced: inf and
+NaN are values here, not accidents. torch is not imported (it is a test-only dependency).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from lossgrad_compiler import spec
+
+__all__ = ["evaluate", "evaluate_checked", "round_to", "scale_value", "sum_to_shape"]
+
+# The formula of one op: (ge, x, t, attrs, C) -> values over the iteration space, in C.
+Body = Callable[[np.ndarray, np.ndarray, np.ndarray, Mapping[str, Any], type], np.ndarray]
+
+
+def evaluate(
+    op_type: str,
+    inputs: Mapping[str, np.ndarray | None],
+    attrs: Mapping[str, Any] | None = None,
+) -> np.ndarray:
+    """The result of one call, as SPEC.md defines it; LossGradError for an invalid call.
+
+    `inputs` is keyed by ONNX input name (grad_output, self, target); a missing or None
+    input is a MissingInputError (161001). Missing attributes take the spec defaults."""
+    arrays = _as_arrays(inputs)
+    checked = spec.validate(op_type, _infos(arrays), attrs or {})
+    return _evaluate(checked, arrays)
+
+
+def evaluate_checked(
+    checked: spec.CheckedCall, inputs: Mapping[str, np.ndarray | None]
+) -> np.ndarray:
+    """`evaluate` for a call another layer has already validated (for example per signature,
+    with symbolic shapes): the concrete arrays are validated again when `checked` does not
+    describe exactly their types and shapes."""
+    arrays = _as_arrays(inputs)
+    if not _describes(checked, arrays):
+        checked = spec.validate(checked.op.name, _infos(arrays), checked.attrs)
+    return _evaluate(checked, arrays)
+
+
+def scale_value(checked: spec.CheckedCall) -> np.floating | None:
+    """The reduction scale as level2.md computes it, `C(1) / C(n)` in the compute type C,
+    or None where the body multiplies by nothing (none, sum, 0-d self under batchmean, and
+    a divisor of 1, where multiplying by 1 would change no bit).
+
+    The divisor n is recovered from `spec.reduction_scale` (which returns 1/n as a double)
+    so that the rule for n lives in spec.py only; round(1 / (1/n)) == n for n < 2**51."""
+    c = checked.compute.numpy
+    s = spec.reduction_scale(
+        checked.reduction, _concrete(checked.shapes["self"]), _concrete(checked.broadcast_shape)
+    )
+    if s == 1.0:
+        return None
+    divisor = 0 if math.isinf(s) else round(1.0 / s)
+    with np.errstate(all="ignore"):
+        return c(1) / c(divisor)
+
+
+def sum_to_shape(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum `values` (shape B) over the axes that `shape` broadcasts, in a fixed order.
+
+    The reduced axes of B are its leading axes beyond len(shape) and the axes where
+    `shape` has a 1 and B does not. Each result element is the sequential sum, starting
+    from +0.0, of its B elements in row-major order of B: exactly what the loop nest
+    `acc = 0; for idx in B (row-major): acc[proj(idx)] += values[idx]` gives, in
+    `values.dtype`. (np.add.reduce would sum pairwise, which rounds differently.) When no
+    axis is reduced the values are returned as they are, so -0.0 stays -0.0; a reduced
+    result is never -0.0 because the sum starts at +0.0. An empty reduced axis gives zeros.
+    """
+    lead = values.ndim - len(shape)
+    reduced = list(range(lead)) + [
+        lead + j for j, d in enumerate(shape) if d == 1 and values.shape[lead + j] != 1
+    ]
+    if not reduced:
+        return values
+    kept = [a for a in range(values.ndim) if a not in reduced]
+    rows = math.prod(values.shape[a] for a in reduced)
+    cols = math.prod(values.shape[a] for a in kept)
+    if rows == 0:
+        return np.zeros(shape, values.dtype)
+    table = np.transpose(values, reduced + kept).reshape(rows, cols)
+    # add.accumulate is the documented sequential loop (r[i] = r[i-1] + a[i]); it starts at
+    # a[0] rather than at +0.0, which only differs when every term is -0.0: adding +0.0 at
+    # the end gives exactly the sum started from +0.0.
+    with np.errstate(all="ignore"):
+        total = np.add.accumulate(table, axis=0)[-1] + values.dtype.type(0)
+    return total.reshape(shape)
+
+
+def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round to `dtype` once, to nearest even (what arith.truncf does).
+
+    numpy rounds float64 -> float16 and float32 -> float16/bfloat16 directly, but ml_dtypes
+    converts float64 -> bfloat16 through float32 (two roundings: 1 + 2**-8 + 2**-30 becomes
+    1.0 instead of 1 + 2**-7). That case first rounds to float32 *to odd*, which makes the
+    second rounding give the correctly rounded result."""
+    dtype = np.dtype(dtype)
+    if values.dtype == dtype:
+        return values
+    with np.errstate(all="ignore"):
+        if values.dtype == np.float64 and dtype == np.dtype(ml_dtypes.bfloat16):
+            values = _float32_round_to_odd(values)
+        return values.astype(dtype)
+
+
+def _float32_round_to_odd(values: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounding to odd: an inexact result takes whichever neighbour of the
+    exact value has an odd last bit (so no information about the lost bits is lost)."""
+    near = np.asarray(values.astype(np.float32))
+    inexact = (near.astype(np.float64) != values) & ~np.isnan(values)
+    even = (near.view(np.uint32) & 1) == 0
+    toward = np.where(values > near, np.float32(np.inf), np.float32(-np.inf))
+    return np.where(inexact & even, np.nextafter(near, toward), near)
+
+
+# --------------------------------------------------------------------------- the bodies
+
+
+def _kl_div_backward(
+    ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
+) -> np.ndarray:
+    """negf(mulf(ge, t)), or negf(mulf(ge, exp(t))) with log_target; self is never read."""
+    target_term = np.exp(t) if attrs["log_target"] else t
+    return -(ge * target_term)
+
+
+def _kl_div_target_backward(
+    ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
+) -> np.ndarray:
+    """ge*(exp(t)*((t+1)-x)) with log_target; else ge*((ln t + 1)-x), selected to 0 at t == 0."""
+    one = c(1)
+    if attrs["log_target"]:
+        return ge * (np.exp(t) * ((t + one) - x))
+    v = ge * ((np.log(t) + one) - x)
+    return np.where(t == c(0), c(0), v)
+
+
+def _smooth_l1_loss_backward(
+    ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
+) -> np.ndarray:
+    """ge*clamp((x-t)/beta, -1, 1) for beta > 0 (after rounding beta to C), else ge*sgn(x-t)."""
+    one, zero = c(1), c(0)
+    beta = c(attrs["beta"])
+    d = x - t
+    if beta > zero:
+        q = d / beta
+        return ge * np.where(q > one, one, np.where(q < -one, -one, q))
+    return ge * np.where(d > zero, one, np.where(d < zero, -one, zero))
+
+
+BODIES: dict[str, Body] = {
+    spec.KL_DIV_BACKWARD.name: _kl_div_backward,
+    spec.KL_DIV_TARGET_BACKWARD.name: _kl_div_target_backward,
+    spec.SMOOTH_L1_LOSS_BACKWARD.name: _smooth_l1_loss_backward,
+}
+
+
+# --------------------------------------------------------------------------- plumbing
+
+
+def _evaluate(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The body over the iteration space in C, summed to the result's shape, rounded once."""
+    c = checked.compute.numpy
+    space = _concrete(checked.iteration_shape)
+    go, x, t = (np.broadcast_to(arrays[name].astype(c), space) for name in spec.INPUT_NAMES)
+    scale = scale_value(checked)
+    with np.errstate(all="ignore"):
+        ge = go if scale is None else go * scale
+        # The inputs span the whole space, so the values do too; 0-d results come back
+        # from numpy as scalars, hence asarray.
+        values = np.asarray(BODIES[checked.op.name](ge, x, t, checked.attrs, c), dtype=c)
+    if checked.op.differentiates:
+        values = sum_to_shape(values, _concrete(checked.result_shape))
+    return np.asarray(round_to(values, checked.result_type.dtype), order="C")
+
+
+def _as_arrays(inputs: Mapping[str, np.ndarray | None]) -> dict[str, Any]:
+    """Inputs as arrays (no copies); None stays None so validation reports it as missing."""
+    return {name: (None if value is None else np.asarray(value)) for name, value in inputs.items()}
+
+
+def _infos(arrays: Mapping[str, np.ndarray | None]) -> dict[str, spec.TensorInfo | None]:
+    return {
+        name: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
+        for name, a in arrays.items()
+    }
+
+
+def _describes(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray | None]) -> bool:
+    """True when `checked` was validated for exactly these inputs' types and shapes."""
+    if set(arrays) != set(spec.INPUT_NAMES):
+        return False
+    for name in spec.INPUT_NAMES:
+        a = arrays[name]
+        if a is None or spec.float_type(a.dtype) != checked.types[name]:
+            return False
+        if checked.shapes[name] != tuple(a.shape):
+            return False
+    return True
+
+
+def _concrete(shape: spec.Shape | None) -> tuple[int, ...]:
+    """A shape known to be static (arrays were validated); anything else is a bug here."""
+    assert shape is not None and all(isinstance(d, int) for d in shape), shape
+    return tuple(int(d) for d in shape)  # type: ignore[arg-type]

@@ -1,0 +1,257 @@
+"""PyTorch 2.13 autograd as the independent oracle of SPEC.md (torch is test-only).
+
+Every function computes in the call's compute type C (the inputs are widened to C first,
+as SPEC.md prescribes: half types are computed in float32) and returns a numpy array in C;
+`oracle` rounds that once to the result type. What SPEC.md means by each op, in torch:
+
+* KlDivBackward / KlDivTargetBackward: the gradient of `F.kl_div(self, target, reduction,
+  log_target)` with respect to self / target. torch's API takes grad_output of the loss's
+  shape (B for none, 0-d otherwise); SPEC's grad_output may be any shape that broadcasts to
+  B. For a reduced loss with a grad_output of more than one element the oracle weights the
+  unreduced loss by grad_output and reduces it as F.kl_div does (mean: mean over B; sum;
+  batchmean: sum / self.size(0), no division for 0-d self).
+* SmoothL1LossBackward: the op-level contract, shape broadcast(grad_output, self, target).
+  `smooth_l1_autograd` takes the per-element gradient of `F.smooth_l1_loss` with respect to
+  self expanded to B (a leaf of B's shape, so mean divides by numel(B)) and multiplies it
+  by grad_output, exactly as `aten.smooth_l1_loss_backward` broadcasts grad_output;
+  when grad_output has the loss's shape it is passed to autograd directly.
+  `smooth_l1_aten` calls that aten op; it differs from F.smooth_l1_loss for beta == 0
+  (see DEVIATIONS).
+
+DEVIATIONS lists where torch and SPEC.md differ on purpose; `without_deviations` replaces
+the input values that trigger them, so the random comparisons test everything else.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lossgrad_compiler import spec
+
+DEVIATIONS: dict[str, str] = {
+    "half_per_step": (
+        "torch computes float16/bfloat16 per operation in the half type; SPEC computes in "
+        "float32 and rounds once (e.g. exp(12) overflows float16 inside torch)"
+    ),
+    "kl_target_zero": (
+        "KlDivTargetBackward, log_target 0, t == 0: torch gives NaN (t/t in xlogy's "
+        "gradient); SPEC gives 0"
+    ),
+    "kl_target_inf": (
+        "KlDivTargetBackward, log_target 0, t == +inf: torch gives NaN (inf/inf); SPEC's "
+        "ge*(ln t + 1 - x) gives +-inf"
+    ),
+    "kl_target_inf_grad_output": (
+        "KlDivTargetBackward, grad_output +-inf: torch multiplies it into each term of the "
+        "derivative (ge*ln t + ge*t/t - ge*x, or ge*(t-x)*e^t + ge*e^t), so terms of "
+        "opposite sign give inf - inf = NaN; SPEC multiplies once: ge*(...) = +-inf"
+    ),
+    "kl_target_empty_b": (
+        "KlDivTargetBackward with an empty B: torch evaluates xlogy(t, t) (or exp(t)) at "
+        "target's own shape, so 0 * NaN gives NaN for NaN, negative, zero or infinite "
+        "targets; SPEC: a sum over an empty set is 0"
+    ),
+    "aten_beta_zero": (
+        "aten.smooth_l1_loss_backward with beta 0 gives -ge at d == 0 and NaN for NaN d; "
+        "SPEC and F.smooth_l1_loss (l1_loss for beta 0) give ge*sgn(d) with sgn(0) = "
+        "sgn(NaN) = 0"
+    ),
+}
+
+
+def oracle(op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    """SPEC.md's result computed by torch in the compute type, rounded once to the result
+    type (by a plain numpy/ml_dtypes cast)."""
+    checked = _checked(op_type, inputs, attrs)
+    if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:
+        values = smooth_l1_autograd(inputs, attrs)
+    else:
+        values = kl_autograd(op_type, inputs, attrs)
+    with np.errstate(all="ignore"):
+        return values.astype(checked.result_type.dtype)
+
+
+def kl_autograd(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> np.ndarray:
+    """d F.kl_div / d self (KlDivBackward) or d target (KlDivTargetBackward), in C."""
+    checked = _checked(op_type, inputs, attrs)
+    go, x, t = _leaves(checked, inputs)
+    b = _shape(checked.broadcast_shape)
+    reduction = checked.attrs["reduction"]
+    log_target = bool(checked.attrs["log_target"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if reduction == "none" or go.numel() == 1:
+            loss = F.kl_div(x, t, reduction=reduction, log_target=log_target)
+            grad_outputs = go.expand(b) if reduction == "none" else go.reshape(())
+        else:
+            weighted = F.kl_div(x, t, reduction="none", log_target=log_target) * go.expand(b)
+            loss = _reduce_like_kl_div(weighted, reduction, x)
+            grad_outputs = torch.ones((), dtype=go.dtype)
+    wrt = x if checked.op is spec.KL_DIV_BACKWARD else t
+    return _grad(loss, wrt, grad_outputs)
+
+
+def smooth_l1_autograd(inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    """SmoothL1LossBackward's op-level result from F.smooth_l1_loss autograd, in C."""
+    checked = _checked(spec.SMOOTH_L1_LOSS_BACKWARD.name, inputs, attrs)
+    go, x, t = _leaves(checked, inputs)
+    b = _shape(checked.broadcast_shape)
+    space = _shape(checked.iteration_shape)
+    reduction = checked.attrs["reduction"]
+    x_b = x.detach().expand(b).clone().requires_grad_(True)
+    t_b = t.detach().expand(b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = F.smooth_l1_loss(x_b, t_b, reduction=reduction, beta=checked.attrs["beta"])
+    if space == b and (reduction == "none" or go.numel() == 1):
+        grad_outputs = go.expand(b) if reduction == "none" else go.reshape(())
+        return _grad(loss, x_b, grad_outputs)
+    unit = torch.ones(loss.shape, dtype=go.dtype)
+    per_element = torch.from_numpy(_grad(loss, x_b, unit))
+    return (go * per_element).expand(space).numpy()
+
+
+def smooth_l1_autograd_wrt_self(
+    inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> np.ndarray:
+    """d F.smooth_l1_loss / d self with self's own shape (needs grad_output that does not
+    enlarge B); equals the op's result summed to self's shape."""
+    checked = _checked(spec.SMOOTH_L1_LOSS_BACKWARD.name, inputs, attrs)
+    go, x, t = _leaves(checked, inputs)
+    b = _shape(checked.broadcast_shape)
+    reduction = checked.attrs["reduction"]
+    beta = checked.attrs["beta"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if reduction == "none" or go.numel() == 1:
+            loss = F.smooth_l1_loss(x, t, reduction=reduction, beta=beta)
+            grad_outputs = go.expand(b) if reduction == "none" else go.reshape(())
+        else:
+            weighted = F.smooth_l1_loss(x, t, reduction="none", beta=beta) * go.expand(b)
+            loss = weighted.mean() if reduction == "mean" else weighted.sum()
+            grad_outputs = torch.ones((), dtype=go.dtype)
+    return _grad(loss, x, grad_outputs)
+
+
+def smooth_l1_aten(inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    """aten.smooth_l1_loss_backward(grad_output, self and target expanded to B, reduction,
+    beta) in C: the op-level kernel torch_npu maps onto aclnnSmoothL1LossBackward."""
+    checked = _checked(spec.SMOOTH_L1_LOSS_BACKWARD.name, inputs, attrs)
+    go, x, t = _leaves(checked, inputs)
+    b = _shape(checked.broadcast_shape)
+    code = checked.reduction.aclnn_code
+    with torch.no_grad():
+        out = torch.ops.aten.smooth_l1_loss_backward(
+            go, x.expand(b), t.expand(b), code, checked.attrs["beta"]
+        )
+    return out.numpy()
+
+
+def torch_native(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> np.ndarray:
+    """The gradient computed by torch in the inputs' own types (per-step rounding for half
+    types); only for same-dtype inputs and grad_output of the loss's shape."""
+    checked = _checked(op_type, inputs, attrs)
+    dtype = _TORCH_DTYPES[np.dtype(inputs["self"].dtype)]
+    go, x, t = (_tensor(inputs[n], dtype) for n in spec.INPUT_NAMES)
+    x.requires_grad_(True)
+    t.requires_grad_(True)
+    reduction = checked.attrs["reduction"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:
+            loss = F.smooth_l1_loss(x, t, reduction=reduction, beta=checked.attrs["beta"])
+        else:
+            loss = F.kl_div(x, t, reduction=reduction, log_target=bool(checked.attrs["log_target"]))
+    wrt = t if checked.op is spec.KL_DIV_TARGET_BACKWARD else x
+    (grad,) = torch.autograd.grad(loss, wrt, go.reshape(loss.shape))
+    return _to_numpy(grad, np.dtype(inputs["self"].dtype))
+
+
+def without_deviations(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """Copies of the inputs with the values that trigger a DEVIATIONS entry replaced, so a
+    comparison with torch tests everything else. Only KlDivTargetBackward has such values:
+    grad_output +-inf -> +-2; with log_target 0, target 0 -> 0.5 and +inf -> 2; with an
+    empty B, every target that is not finite and positive -> 1."""
+    out = {n: np.array(a, copy=True) for n, a in inputs.items()}
+    checked = _checked(op_type, inputs, attrs)
+    if checked.op is not spec.KL_DIV_TARGET_BACKWARD:
+        return out
+    go = out["grad_output"]
+    wide_go = go.astype(np.float64)
+    infinite = np.isinf(wide_go)
+    go[infinite] = np.copysign(2.0, wide_go[infinite])
+    t = out["target"]
+    wide = t.astype(np.float64)
+    if not checked.attrs["log_target"]:
+        t[wide == 0] = 0.5
+        t[np.isposinf(wide)] = 2.0
+    if 0 in _shape(checked.broadcast_shape):
+        t[~(np.isfinite(wide) & (wide > 0))] = 1.0
+    return out
+
+
+# --------------------------------------------------------------------------- plumbing
+
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {
+    t.dtype: getattr(torch, t.name) for t in spec.FLOAT_TYPES
+}
+
+
+def _checked(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> spec.CheckedCall:
+    infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}
+    return spec.validate(op_type, infos, attrs)
+
+
+def _leaves(
+    checked: spec.CheckedCall, inputs: Mapping[str, np.ndarray]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """grad_output, self and target as torch tensors in C; self and target require grad."""
+    c = _TORCH_DTYPES[checked.compute.dtype]
+    go, x, t = (_tensor(inputs[n], c) for n in spec.INPUT_NAMES)
+    return go, x.requires_grad_(True), t.requires_grad_(True)
+
+
+def _tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """A torch tensor of `dtype` (bfloat16 arrays go through float32: exact)."""
+    wide = np.asarray(a, order="C").astype(np.float64)
+    return torch.from_numpy(wide).to(dtype)
+
+
+def _to_numpy(t: torch.Tensor, dtype: np.dtype) -> np.ndarray:
+    """A torch tensor as a numpy array of `dtype` (exact for every float type)."""
+    return t.detach().to(torch.float64).numpy().astype(dtype)
+
+
+def _grad(loss: torch.Tensor, wrt: torch.Tensor, grad_outputs: torch.Tensor) -> np.ndarray:
+    (grad,) = torch.autograd.grad(
+        loss, wrt, grad_outputs, allow_unused=True, materialize_grads=True
+    )
+    return grad.detach().numpy()
+
+
+def _reduce_like_kl_div(weighted: torch.Tensor, reduction: str, x: torch.Tensor) -> torch.Tensor:
+    """F.kl_div's reductions (torch/nn/functional.py) applied to an unreduced loss."""
+    if reduction == "mean":
+        return weighted.mean()
+    if reduction == "batchmean" and x.dim() != 0:
+        return weighted.sum() / x.size(0)
+    return weighted.sum()
+
+
+def _shape(shape: spec.Shape | None) -> tuple[int, ...]:
+    assert shape is not None
+    return tuple(int(d) for d in shape)  # type: ignore[arg-type]
