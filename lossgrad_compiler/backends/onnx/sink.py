@@ -1,0 +1,133 @@
+"""Collects the ONNX nodes of one translated function: fresh names, shared constants, and the
+few multi-node idioms (element counts, run-time shapes) the translation rules need."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto, TensorProto, helper, numpy_helper
+
+from lossgrad_compiler.backends.onnx.values import DimOf, IndexProduct, ScalarConstant, ShapeEntry
+
+
+class NodeSink:
+    """The nodes of one function body, in topological order, with names `<prefix>t<k>_<hint>`.
+
+    Constants and `Shape` nodes are created once per distinct value."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.nodes: list[NodeProto] = []
+        self._counter = 0
+        self._constants: dict[tuple[Any, ...], str] = {}
+        self._shapes: dict[str, str] = {}
+
+    def fresh(self, hint: str) -> str:
+        self._counter += 1
+        return f"{self.prefix}t{self._counter}_{hint}"
+
+    def add(self, op_type: str, inputs: Sequence[str], hint: str = "", **attrs: Any) -> str:
+        """Append a node with one output and return the output's name."""
+        out = self.fresh(hint or op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
+        return out
+
+    def constant(self, array: np.ndarray, hint: str = "const") -> str:
+        """A Constant node holding `array` (shared between equal constants)."""
+        key = (array.dtype.str, array.shape, array.tobytes())
+        name = self._constants.get(key)
+        if name is None:
+            name = self.fresh(hint)
+            value = numpy_helper.from_array(array, name)
+            self.nodes.append(helper.make_node("Constant", [], [name], name=name, value=value))
+            self._constants[key] = name
+        return name
+
+    def scalar(self, value: ScalarConstant) -> str:
+        """A rank-0 constant of the ONNX element type of `value`."""
+        dtype = helper.tensor_dtype_to_np_dtype(value.elem)
+        return self.constant(np.array(value.value, dtype=dtype), "scalar")
+
+    def int64s(self, values: Sequence[int]) -> str:
+        return self.constant(np.array(list(values), dtype=np.int64), "ints")
+
+    def shape_of(self, tensor: str) -> str:
+        name = self._shapes.get(tensor)
+        if name is None:
+            name = self._shapes[tensor] = self.add("Shape", [tensor], "shape")
+        return name
+
+    def element_count(self, product: IndexProduct) -> str:
+        """A rank-0 int64 tensor holding the value of `product`.
+
+        The dimensions of one tensor become `Size` when they are all of its dimensions, else
+        one `Gather` of its shape (and `ReduceProd` when there are several)."""
+        factors: list[str] = []
+        for tensor, dims in _group_by_tensor(product.dims):
+            rank = dims[0].rank
+            positions = sorted(d.dim for d in dims)
+            if positions == list(range(rank)):
+                factors.append(self.add("Size", [tensor], "numel"))
+            elif len(positions) == 1:
+                index = self.constant(np.array(positions[0], dtype=np.int64), "index")
+                factors.append(self.add("Gather", [self.shape_of(tensor), index], "dim", axis=0))
+            else:
+                picked = self.add("Gather", [self.shape_of(tensor), self.int64s(positions)], "dims")
+                factors.append(self.add("ReduceProd", [picked], "numel", keepdims=0))
+        if product.factor != 1 or not factors:
+            factors.append(self.constant(np.array(product.factor, dtype=np.int64), "index"))
+        result = factors[0]
+        for factor in factors[1:]:
+            result = self.add("Mul", [result, factor], "numel")
+        return result
+
+    def shape(self, entries: Sequence[ShapeEntry]) -> str:
+        """A 1-D int64 tensor holding a shape: Constant pieces for static sizes, `Shape` (or a
+        `Gather` of it) for sizes read from one tensor, joined by `Concat` when mixed."""
+        pieces: list[str] = []
+        for run in _runs(entries):
+            first = run[0]
+            if isinstance(first, int):
+                pieces.append(self.int64s([e for e in run if isinstance(e, int)]))
+                continue
+            dims = [e.dim for e in run if isinstance(e, DimOf)]
+            whole = self.shape_of(first.tensor)
+            if dims == list(range(first.rank)):
+                pieces.append(whole)
+            else:
+                pieces.append(self.add("Gather", [whole, self.int64s(dims)], "dims", axis=0))
+        if not pieces:
+            return self.int64s([])
+        if len(pieces) == 1:
+            return pieces[0]
+        return self.add("Concat", pieces, "shape", axis=0)
+
+    def cast(self, tensor: str, elem: int) -> str:
+        return self.add("Cast", [tensor], "cast", to=elem)
+
+
+def _group_by_tensor(dims: Sequence[DimOf]) -> list[tuple[str, list[DimOf]]]:
+    groups: dict[str, list[DimOf]] = {}
+    for d in dims:
+        groups.setdefault(d.tensor, []).append(d)
+    return list(groups.items())
+
+
+def _runs(entries: Sequence[ShapeEntry]) -> list[list[ShapeEntry]]:
+    """Maximal runs of static sizes, or of sizes read from the same tensor."""
+    runs: list[list[ShapeEntry]] = []
+    for entry in entries:
+        key = None if isinstance(entry, int) else entry.tensor
+        if runs:
+            last = runs[-1][0]
+            if key == (None if isinstance(last, int) else last.tensor):
+                runs[-1].append(entry)
+                continue
+        runs.append([entry])
+    return runs
+
+
+BOOL = TensorProto.BOOL
+INT64 = TensorProto.INT64

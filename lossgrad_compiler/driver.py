@@ -1,0 +1,181 @@
+"""compile_model: ONNX model → frontend → lower-lossgrad → ONNX backend, by signature.
+
+Nodes that share a signature share one compiled body, and compiled bodies are cached in the
+process, so a model with 10,000 identical nodes compiles one signature (and a second model
+with the same signatures compiles none)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import ModelProto
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.onnx.model import apply_functions, apply_inline
+from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
+from lossgrad_compiler.context import make_context
+from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lossgrad_module
+
+TARGETS = ("onnx", "ort")
+MODES = ("functions", "inline")
+
+Progress = Callable[[str, int, int], None]
+"""progress(phase, done, total): phase is "import" or "rewrite"."""
+
+_COMPILED: dict[str, TranslatedFunction] = {}
+
+
+class CompileError(ValueError):
+    """A model or request the compiler cannot take (not ONNX, unknown target or mode)."""
+
+
+@dataclass
+class CompileReport:
+    """What a compilation did: for the CLI's summary and for tests."""
+
+    target: str
+    mode: str
+    nodes_per_operator: dict[str, int]
+    signatures: list[str] = field(default_factory=list)
+    compiled: list[str] = field(default_factory=list)  # signature ids compiled by this call
+    cached: list[str] = field(default_factory=list)  # signature ids found in the cache
+    seconds: float = 0.0
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.nodes_per_operator.values())
+
+    def summary(self) -> str:
+        per_op = ", ".join(f"{name} {count}" for name, count in self.nodes_per_operator.items())
+        return (
+            f"{self.nodes} ai.lossgrad nodes ({per_op}); {len(self.signatures)} distinct "
+            f"signatures: {len(self.compiled)} compiled, {len(self.cached)} from the cache; "
+            f"target {self.target}, mode {self.mode}; {self.seconds:.3f} s"
+        )
+
+
+@dataclass
+class CompileResult:
+    model: ModelProto
+    report: CompileReport
+
+
+def load_model(source: ModelProto | bytes | str | Path) -> ModelProto:
+    """A private copy of a model given as a ModelProto, serialized bytes or a file path."""
+    if isinstance(source, ModelProto):
+        model = ModelProto()
+        model.CopyFrom(source)
+        return model
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise CompileError(f"cannot read '{path}': {err.strerror or err}") from None
+        where = f"'{path}'"
+    else:
+        data, where = bytes(source), "the input"
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise CompileError(f"{where} is not an ONNX model ({type(err).__name__})") from None
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise CompileError(f"{where} is not an ONNX model (no IR version or no graph)")
+    return model
+
+
+def compile_model(
+    model: ModelProto | bytes | str | Path,
+    target: str = "onnx",
+    mode: str = "functions",
+    progress: Progress | None = None,
+) -> CompileResult:
+    """Compile every ai.lossgrad node of `model` (left unmodified) to standard ONNX.
+
+    `target` "onnx" (or "ort", whose model is the same `functions` model that the native
+    kernel library accelerates); `mode` "functions" keeps the nodes and adds one model-local
+    function per signature, "inline" replaces each node by its standard nodes. Invalid nodes
+    raise LossGradError naming the node; a file that is not ONNX raises CompileError."""
+    if target not in TARGETS:
+        raise CompileError(f"unknown target '{target}' (compile_model knows {', '.join(TARGETS)})")
+    if mode not in MODES:
+        raise CompileError(f"unknown mode '{mode}' (one of {', '.join(MODES)})")
+    if target == "ort" and mode != "functions":
+        raise CompileError("target 'ort' needs mode 'functions' (the kernels replace the nodes)")
+    start = time.perf_counter()
+    working = load_model(model)
+    imported = _import(working, progress)
+    bodies, compiled, cached = compile_signatures(imported.signatures.values())
+    if mode == "functions":
+        apply_functions(imported, bodies)
+    else:
+        apply_inline(imported, bodies)
+    report = CompileReport(
+        target=target,
+        mode=mode,
+        nodes_per_operator=imported.nodes_per_operator(),
+        signatures=list(imported.signatures),
+        compiled=compiled,
+        cached=cached,
+        seconds=time.perf_counter() - start,
+    )
+    return CompileResult(working, report)
+
+
+def _import(model: ModelProto, progress: Progress | None) -> ImportedModel:
+    if progress is None:
+        return import_model(model)
+    total = count_lossgrad_nodes(model)
+    progress("import", 0, total)
+    return import_model(model, lambda done: progress("import", done, total))
+
+
+def count_lossgrad_nodes(model: ModelProto) -> int:
+    """The ai.lossgrad nodes in the main graph and the functions (a progress bar's total)."""
+    graphs = [model.graph.node, *(f.node for f in model.functions)]
+    return sum(1 for nodes in graphs for node in nodes if node.domain == spec.DOMAIN)
+
+
+def compile_signatures(
+    signatures: Iterable[Signature],
+) -> tuple[dict[str, TranslatedFunction], list[str], list[str]]:
+    """The ONNX body of each signature (from the cache, or lowered and translated now), the
+    ids compiled now and the ids taken from the cache."""
+    signatures = list(signatures)
+    missing = [s for s in signatures if s.id not in _COMPILED]
+    cached = [s.id for s in signatures if s.id in _COMPILED]
+    if missing:
+        for function in lower_signatures(missing).body.block.ops:
+            assert isinstance(function, func.FuncOp)
+            signature = next(s for s in missing if s.id == function.sym_name.data)
+            _COMPILED[signature.id] = translate_function(
+                function, spec.INPUT_NAMES, [signature.op.output]
+            )
+    return {s.id: _COMPILED[s.id] for s in signatures}, [s.id for s in missing], cached
+
+
+def lower_signatures(signatures: Iterable[Signature]) -> ModuleOp:
+    """Level-2 IR: one function per signature, named by its id (the input of every backend)."""
+    from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
+
+    module = lossgrad_module(signatures)
+    LowerLossgradPass().apply(make_context(), module)
+    return module
+
+
+def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
+    """The frontend and lower-lossgrad only: the ascendc target starts from here."""
+    imported = import_model(load_model(model))
+    return imported, lower_signatures(imported.signatures.values())
+
+
+def clear_cache() -> None:
+    """Forget every compiled signature (for tests and benchmarks of cold compiles)."""
+    _COMPILED.clear()

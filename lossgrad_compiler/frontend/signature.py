@@ -1,0 +1,103 @@
+"""Signatures: what makes two ai.lossgrad nodes share one compiled kernel.
+
+A signature is (op, element types, ranks and broadcast pattern, attributes). Every dimension
+becomes dynamic except a static 1 that is broadcast against a dimension other than 1 — the
+only shape fact that changes the lowered code (an indexing map reads it with the constant 0;
+docs/level2.md). Dynamic dimensions are never broadcast, so at run time they equal the
+iteration dimension and one kernel serves every size."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lossgrad_compiler import spec
+
+Pattern = tuple[int | None, ...]
+"""Per dimension: 1 for a broadcast size-1 dimension, None for a dynamic one."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One compiled kernel's worth of nodes. `attrs` holds every attribute in spec's order."""
+
+    op_type: str
+    types: tuple[spec.FloatType, spec.FloatType, spec.FloatType]  # grad_output, self, target
+    patterns: tuple[Pattern, Pattern, Pattern]
+    attrs: tuple[tuple[str, Any], ...]
+
+    @property
+    def op(self) -> spec.OperatorSpec:
+        return spec.operator(self.op_type)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+    @property
+    def id(self) -> str:
+        """A readable, injective identifier that is also a C and MLIR symbol name, e.g.
+        `smooth_l1_loss_backward__f32_f32_f32__0d_dx1_d__mean_beta0p5`."""
+        types = "_".join(t.mlir for t in self.types)
+        shapes = "_".join(_pattern_id(p) for p in self.patterns)
+        attrs = "_".join(_attr_id(name, value) for name, value in self.attrs)
+        return f"{self.op.mnemonic}__{types}__{shapes}__{attrs}"
+
+
+def _pattern_id(pattern: Pattern) -> str:
+    if not pattern:
+        return "0d"
+    return "x".join("1" if d == 1 else "d" for d in pattern)
+
+
+def _attr_id(name: str, value: Any) -> str:
+    if name == "reduction":
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value).replace(".", "p").replace("-", "m").replace("+", "")
+        return f"{name}{text}"
+    return f"{name}{value}"
+
+
+_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def signature_of(call: spec.CheckedCall) -> Signature:
+    """The signature of a validated call whose input ranks are known."""
+    shapes = [call.shapes[name] for name in spec.INPUT_NAMES]
+    if any(s is None for s in shapes):
+        raise ValueError("a signature needs the rank of every input")
+    known = [s for s in shapes if s is not None]
+    # The loops an operand is broadcast against: B = broadcast(self, target) for the KL ops,
+    # all three inputs for SmoothL1LossBackward (docs/level2.md, "iteration space").
+    loop_inputs = [1, 2] if call.op.differentiates else [0, 1, 2]
+    patterns = tuple(_pattern(i, known, loop_inputs) for i in range(3))
+    signature = Signature(
+        op_type=call.op.name,
+        types=(call.types["grad_output"], call.types["self"], call.types["target"]),
+        patterns=(patterns[0], patterns[1], patterns[2]),
+        attrs=tuple((a.name, call.attrs[a.name]) for a in call.op.attributes),
+    )
+    assert _SYMBOL.match(signature.id), signature.id
+    return signature
+
+
+def _pattern(index: int, shapes: list[spec.Shape], loop_inputs: list[int]) -> Pattern:
+    shape = shapes[index]
+    rank = max(len(s) for s in shapes)
+    out: list[int | None] = []
+    for j, d in enumerate(shape):
+        axis = rank - len(shape) + j
+        broadcast = d == 1 and any(
+            _dim_at(shapes[other], axis, rank) not in (1, "absent")
+            for other in loop_inputs
+            if other != index
+        )
+        out.append(1 if broadcast else None)
+    return tuple(out)
+
+
+def _dim_at(shape: spec.Shape, axis: int, rank: int) -> spec.Dim | str:
+    j = axis - (rank - len(shape))
+    return shape[j] if j >= 0 else "absent"
