@@ -27,7 +27,7 @@ from tests.helpers.cases import (
     mixed_dtype_combinations,
     standard_cases,
 )
-from tests.helpers.tolerances import assert_close, bits
+from tests.helpers.tolerances import TIGHT, assert_matches, bits
 
 KL, KLT, SL1 = "KlDivBackward", "KlDivTargetBackward", "SmoothL1LossBackward"
 NAMES = ("go", "x", "t")
@@ -96,7 +96,15 @@ def test_bfloat16_is_ml_dtypes_in_and_out():
     assert result.dtype == np.dtype(ml_dtypes.bfloat16)
     d = case.inputs["self"].astype(np.float32) - case.inputs["target"].astype(np.float32)
     expected = case.inputs["grad_output"].astype(np.float32) * np.clip(d / 0.5, -1, 1)
-    assert_close(result, expected.astype(ml_dtypes.bfloat16), compute=np.float32, tight=True)
+    assert_matches(
+        result,
+        expected.astype(ml_dtypes.bfloat16),
+        SL1,
+        case.inputs,
+        case.attrs,
+        tolerance=TIGHT,
+        context=case.label,
+    )
 
 
 def test_float_attribute_is_the_float32_value():
@@ -138,7 +146,7 @@ def test_against_torch_autograd():
     ]:
         case = make_case(op_type, attrs, (4, 3), (3,), (), np.float64, seed=3)
         expected = torch_oracle.oracle(op_type, case.inputs, case.attrs)
-        assert_close(run_case(case), expected, compute=np.float64, context=case.label)
+        assert_matches(run_case(case), expected, op_type, case.inputs, attrs, context=case.label)
 
 
 # --------------------------------------------------------------------------- function bodies
