@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 import pytest
-from onnx import TensorProto, defs, helper
+from onnx import TensorProto, TypeProto, defs, helper
 from onnx.defs import OpSchema
 from onnx.shape_inference import InferenceError, infer_node_outputs
 
@@ -132,6 +132,29 @@ def test_unknown_rank_leaves_the_shape_out():
     assert dims(infer(KLT, [F32] * 3, [[], ["N", 3], None])) is None
     # KlDivBackward takes self's shape: target's unknown rank does not matter
     assert dims(infer(KL, [F32] * 3, [[], ["N", 3], None])) == ["N", 3]
+
+
+def test_unknown_input_types():
+    """An input without any type: the result type is set when it does not depend on it."""
+    node = lo.make_node(KL, ["go", "x", "t"], "out")
+    known = helper.make_tensor_type_proto(BF16, ["N", 3])
+    found = infer_node_outputs(lo.get_schema(KL), node, {"go": TypeProto(), "x": known, "t": known})
+    assert found["out"] == known
+    node = lo.make_node(SL1, ["go", "x", "t"], "out")
+    found = infer_node_outputs(
+        lo.get_schema(SL1), node, {"go": TypeProto(), "x": known, "t": known}
+    )
+    assert found["out"] == TypeProto()  # the promoted type needs all three
+
+
+def test_non_tensor_input_is_an_element_type_error():
+    node = lo.make_node(SL1, ["go", "x", "t"], "out", name="n")
+    tensor = helper.make_tensor_type_proto(F32, [3])
+    inputs = {"go": tensor, "x": helper.make_sequence_type_proto(tensor), "t": tensor}
+    with pytest.raises(
+        ElementTypeError, match=r"self: element type .* got sequence \(not a tensor\)"
+    ):
+        infer_node_outputs(lo.get_schema(SL1), node, inputs)
 
 
 def test_inference_in_a_graph_keeps_declared_symbolic_names():

@@ -29,28 +29,27 @@ def _dim(d: TensorShapeProto.Dimension) -> spec.Dim:
 
 
 def element_key(elem_type: int) -> Any:
-    """What spec's type check should see for an ONNX element type code.
-
-    Float types map to spec.FloatType; any other type maps to a numpy dtype or its ONNX name,
-    so that spec's message reads 'got int32' rather than 'got 6'."""
+    """What spec's type check should see for an ONNX element type code: the FloatType, or
+    for any other type its lower-case ONNX name, so spec's message reads 'got int32'."""
     found = spec.float_type(elem_type)
     if found is not None:
         return found
     try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, TypeError, ValueError):
         return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"element type {elem_type}"
 
 
 def tensor_info(type_proto: TypeProto | None) -> spec.TensorInfo | None:
     """spec's TensorInfo of a value, or None when its type is not known at all.
 
-    A non-tensor type (sequence, map, optional) is reported as its printable name, which spec
-    rejects as an element type."""
-    if type_proto is None or type_proto.WhichOneof("value") is None:
+    A non-tensor type (sequence, map, optional) is reported by its kind, which spec rejects
+    as an element type ("got sequence (not a tensor)")."""
+    kind = None if type_proto is None else type_proto.WhichOneof("value")
+    if kind is None:
         return None
-    if type_proto.WhichOneof("value") != "tensor_type":
-        return spec.TensorInfo(helper.printable_type(type_proto), None)
+    if kind != "tensor_type":
+        return spec.TensorInfo(f"{kind.removesuffix('_type')} (not a tensor)", None)
     elem = type_proto.tensor_type.elem_type
     if elem == TensorProto.UNDEFINED:
         return None
