@@ -1,10 +1,11 @@
 """Model checking with aclnn codes: spec's validation of every ai.lossgrad node first, then
 onnx's full checker.
 
-onnx's C++ checker rejects some invalid nodes (wrong attribute type, unknown attribute, an
-int32 input) before our inference function runs, with its own wording and no aclnn code.
-check_model() validates those nodes with spec first, so users get the same error as from
-every other layer."""
+onnx's C++ checker rejects some invalid nodes (wrong attribute type, unknown attribute, a
+missing or an extra input) before our inference function runs, with its own wording and no
+aclnn code. check_model() validates those nodes with spec first, so users get the same
+error as from every other layer. Nodes inside model-local function bodies are left to
+onnx's checker (their attributes may refer to the caller's)."""
 
 from __future__ import annotations
 
