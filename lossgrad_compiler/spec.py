@@ -284,7 +284,7 @@ OPERATORS: dict[str, OperatorSpec] = {
 
 
 def operator(op_type: str) -> OperatorSpec:
-    """The spec of an ONNX op_type, or AttributeValueError naming the known ones."""
+    """The spec of an ONNX op_type, or InvalidArgumentError naming the known ones."""
     try:
         return OPERATORS[op_type]
     except KeyError:
@@ -444,7 +444,7 @@ def validate(
         infos[name] = info
     extra = sorted(set(inputs) - set(INPUT_NAMES))
     if extra:
-        raise AttributeValueError(
+        raise InvalidArgumentError(
             op.name, extra[0], f"is not an input of {op.name} ({', '.join(INPUT_NAMES)})"
         )
     types = {n: check_element_type(op, n, infos[n].dtype) for n in INPUT_NAMES}
