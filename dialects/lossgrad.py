@@ -11,9 +11,10 @@ the dialect, the ONNX schemas and the kernels reject the same calls with the sam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import struct
+from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -23,6 +24,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    IntegerAttr,
     TensorType,
     bf16,
     f16,
@@ -40,6 +42,8 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
@@ -114,16 +118,50 @@ DEFAULT_REDUCTION = ReductionAttr(spec.Reduction(spec.KL_DIV_BACKWARD.defaults["
 # --------------------------------------------------------------------------- ops
 
 
-def _format(extra_property: str) -> str:
-    """Operands, then each defaulted property in an optional group (printed only when it
-    differs from the default: the round-trip pitfall of xdsl 0.74), then the four types."""
-    return (
-        "$grad_output `,` $self_ `,` $target"
-        " (`reduction` `=` $reduction^)?"
-        f" (`{extra_property}` `=` ${extra_property}^)?"
-        " attr-dict `:` type($grad_output) `,` type($self_) `,` type($target)"
-        " `->` type($result)"
-    )
+def _parse_reduction(parser: Parser) -> Attribute:
+    return ReductionAttr(parser.parse_str_enum(spec.Reduction))
+
+
+def _print_reduction(printer: Printer, attr: Attribute) -> None:
+    assert isinstance(attr, ReductionAttr)
+    printer.print_string(attr.data.value)
+
+
+def _parse_bool(parser: Parser) -> Attribute:
+    return BoolAttr.from_bool(parser.parse_boolean(" (true or false)"))
+
+
+def _print_bool(printer: Printer, attr: Attribute) -> None:
+    assert isinstance(attr, IntegerAttr)
+    printer.print_string("true" if attr.value.data else "false")
+
+
+def _parse_f64(parser: Parser) -> Attribute:
+    """A float literal, or (as MLIR accepts for any float) the hex bit pattern of the f64,
+    which is how inf and NaN are printed."""
+    start = parser.pos
+    bits = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+    if bits is None:
+        return FloatAttr(parser.parse_float(), f64)
+    if not parser.lexer.input.content[start : parser.pos].startswith(("0x", "0X")):
+        parser.raise_error("expected a float literal (or a hex f64 bit pattern)", start, parser.pos)
+    if bits >= 1 << 64:
+        parser.raise_error("hex float literal does not fit in f64", start, parser.pos)
+    return FloatAttr(struct.unpack("<d", struct.pack("<Q", bits))[0], f64)
+
+
+def _print_f64(printer: Printer, attr: Attribute) -> None:
+    assert isinstance(attr, FloatAttr)
+    printer.print_float(attr.value.data, f64)
+
+
+PropertySyntax = tuple[Callable[[Parser], Attribute], Callable[[Printer, Attribute], None]]
+PROPERTY_SYNTAX: dict[str, PropertySyntax] = {
+    "reduction": (_parse_reduction, _print_reduction),
+    "log_target": (_parse_bool, _print_bool),
+    "beta": (_parse_f64, _print_f64),
+}
+"""How each property reads and prints in the custom form: `name = value`."""
 
 
 class LossGradOp(IRDLOperation):
@@ -139,6 +177,9 @@ class LossGradOp(IRDLOperation):
     reduction = prop_def(ReductionAttr, default_value=DEFAULT_REDUCTION)
 
     traits = traits_def(Pure())
+
+    PROPERTY_NAMES: ClassVar[tuple[str, ...]] = ("reduction",)
+    """The properties in custom-form order; each is printed only when not its default."""
 
     def __init__(
         self,
@@ -159,6 +200,53 @@ class LossGradOp(IRDLOperation):
             result_types=[result_tensor_type(checked)],
             properties=self.properties_from_onnx(checked.attrs),
         )
+
+    # Custom form: `%go, %x, %t [reduction = mean] [log_target = true | beta = 0.5]
+    # [attr-dict] : type(go), type(x), type(t) -> type(result)`. Hand-written rather than
+    # declarative so that a non-finite beta (printed as hex bits) reads back, and because
+    # it parses faster.
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        unresolved = [parser.parse_unresolved_operand()]
+        for _ in range(2):
+            parser.parse_punctuation(",")
+            unresolved.append(parser.parse_unresolved_operand())
+        properties: dict[str, Attribute] = {}
+        while (name := parser.parse_optional_keyword_in(cls.PROPERTY_NAMES)) is not None:
+            if name in properties:
+                parser.raise_error(f"property '{name}' given twice")
+            parser.parse_punctuation("=")
+            properties[name] = PROPERTY_SYNTAX[name][0](parser)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types = [parser.parse_type()]
+        for _ in range(2):
+            parser.parse_punctuation(",")
+            types.append(parser.parse_type())
+        parser.parse_punctuation("->")
+        result_type = parser.parse_type()
+        operands = parser.resolve_operands(unresolved, types, parser.pos)
+        return cls.create(
+            operands=operands,
+            result_types=[result_type],
+            properties=properties,
+            attributes=attributes,
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_operand)
+        definition = self.get_irdl_definition()
+        for name in self.PROPERTY_NAMES:
+            value = self.properties.get(name)
+            if value is not None and value != definition.properties[name].default_value:
+                printer.print_string(f" {name} = ")
+                PROPERTY_SYNTAX[name][1](printer, value)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_list(self.operand_types, printer.print_attribute)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
 
     @classmethod
     def properties_from_onnx(cls, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
@@ -200,6 +288,8 @@ class KlDivOp(LossGradOp):
         BoolAttr, default_value=BoolAttr.from_bool(bool(spec.LOG_TARGET.default))
     )
 
+    PROPERTY_NAMES: ClassVar[tuple[str, ...]] = ("reduction", "log_target")
+
     @classmethod
     def properties_from_onnx(cls, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
         props = super().properties_from_onnx(attrs)
@@ -224,7 +314,6 @@ class KlDivBackwardOp(KlDivOp):
 
     name = "lossgrad.kl_div_backward"
     SPEC: ClassVar[spec.OperatorSpec] = spec.KL_DIV_BACKWARD
-    assembly_format = _format("log_target")
 
 
 @irdl_op_definition
@@ -237,7 +326,6 @@ class KlDivTargetBackwardOp(KlDivOp):
 
     name = "lossgrad.kl_div_target_backward"
     SPEC: ClassVar[spec.OperatorSpec] = spec.KL_DIV_TARGET_BACKWARD
-    assembly_format = _format("log_target")
 
 
 @irdl_op_definition
@@ -254,7 +342,7 @@ class SmoothL1LossBackwardOp(LossGradOp):
 
     beta = prop_def(FloatAttr[Float64Type], default_value=FloatAttr(spec.BETA.default, f64))
 
-    assembly_format = _format("beta")
+    PROPERTY_NAMES: ClassVar[tuple[str, ...]] = ("reduction", "beta")
 
     @classmethod
     def properties_from_onnx(cls, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
