@@ -18,7 +18,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.onnx.model import apply_functions, apply_inline
+from lossgrad_compiler.backends.onnx.functions import apply_functions
+from lossgrad_compiler.backends.onnx.inline import apply_inline
 from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lossgrad_module

@@ -25,8 +25,8 @@ from lossgrad_compiler.frontend.scopes import (
     ModelContext,
     Types,
     bind_attributes,
-    infer_main_graph,
     infer_scope,
+    main_graph_types,
     subgraph_inputs,
     subgraphs,
     value_info_of,
@@ -82,7 +82,7 @@ def import_model(model: ModelProto, progress: Callable[[int], None] | None = Non
     ensure_schemas()
     context = ModelContext.of(model)
     walker = _Walker(model, context, progress)
-    walker.visit(model.graph, infer_main_graph(model), "", None, context)
+    walker.visit(model.graph, main_graph_types(model), "", None, context)
     walker.visit_functions()
     return ImportedModel(model, walker.sites)
 
@@ -142,6 +142,7 @@ class _Walker:
         self._calls: list[tuple[FunctionProto, Types, dict[str, AttributeProto]]] = []
         self._seen_calls: set[tuple[FunctionKey, bytes]] = set()
         self._function_sites: dict[tuple[int, int], Site] = {}
+        self._checked: dict[tuple[object, ...], tuple[spec.CheckedCall, Signature]] = {}
 
     def visit(
         self,
@@ -197,6 +198,30 @@ class _Walker:
         self._seen_calls.add(((function.domain, function.name, function.overload), key))
         self._calls.append((function, formal, bound))
 
+    def _check(
+        self,
+        node: NodeProto,
+        types: Types,
+        location: str,
+        linked: Mapping[str, AttributeProto] | None,
+    ) -> tuple[spec.CheckedCall, Signature]:
+        """check_node and signature_of, remembered per (op, input types, attributes): a
+        model's thousands of identical nodes are validated once."""
+        if linked is not None:
+            call = check_node(node, types, location, linked)
+            return call, signature_of(call)
+        key = (
+            node.op_type,
+            tuple(types[n].SerializeToString() if n in types else n for n in node.input),
+            tuple(a.SerializeToString() for a in node.attribute),
+            len(node.output) == 1 and bool(node.output[0]),
+        )
+        found = self._checked.get(key)
+        if found is None:
+            call = check_node(node, types, location, linked)
+            found = self._checked[key] = (call, signature_of(call))
+        return found
+
     def _add_site(
         self,
         node: NodeProto,
@@ -207,8 +232,8 @@ class _Walker:
         types: Types,
         linked: Mapping[str, AttributeProto] | None,
     ) -> None:
-        call = check_node(node, types, location, linked)
-        site = Site(node, container, index, location, depth, call, signature_of(call))
+        call, signature = self._check(node, types, location, linked)
+        site = Site(node, container, index, location, depth, call, signature)
         if isinstance(container, FunctionProto) or linked is not None:
             earlier = self._function_sites.get((id(container), index))
             if earlier is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from lossgrad_compiler import spec
@@ -35,7 +36,7 @@ class Signature:
     def attributes(self) -> dict[str, Any]:
         return dict(self.attrs)
 
-    @property
+    @cached_property
     def id(self) -> str:
         """A readable, injective identifier that is also a C and MLIR symbol name, e.g.
         `smooth_l1_loss_backward__f32_f32_f32__0d_dx1_d__mean_beta0p5`."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from lossgrad_compiler.dialects.lossgrad import element_float_type
 from onnx import TensorProto
 from xdsl.dialects.builtin import IndexType, IntegerType, TensorType
 from xdsl.ir import Attribute, Operation
+
+from lossgrad_compiler.dialects.lossgrad import element_float_type
 
 _INTEGER_CODES = {
     1: TensorProto.BOOL,
