@@ -143,7 +143,11 @@ def assert_matches(
     )
 
 
-def bits(a: np.ndarray) -> np.ndarray:
-    """The raw bit patterns, for bit-identity checks (NaN == NaN, -0 != +0)."""
-    a = np.asarray(a, order="C")
+def bits(a: np.ndarray, *, raw: bool = False) -> np.ndarray:
+    """The bit patterns, for bit-identity checks (-0 != +0). Every NaN maps to one pattern
+    unless `raw`: the sign and payload of a NaN are not part of the contract (IEEE 754
+    leaves them unspecified, and SIMD and scalar code produce different ones)."""
+    a = np.array(a, order="C", copy=True)
+    if not raw:
+        a[np.isnan(a)] = np.nan
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
