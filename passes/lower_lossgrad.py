@@ -167,8 +167,11 @@ class OpLowering:
         if count.static_factor != 1:
             n = b.muli(n, b.index_constant(count.static_factor))
         n.name_hint = "numel" if count.static_factor != 1 or len(count.dynamic) > 1 else "dim"
-        as_float = b.cast(arith.UIToFPOp, b.cast(arith.IndexCastOp, n, i64), self.compute_type)
-        return b.divf(b.constant(1.0, self.compute_type), as_float)
+        as_i64 = b.cast(arith.IndexCastOp, n, i64)
+        as_float = b.cast(arith.UIToFPOp, as_i64, self.compute_type)
+        one = b.constant(1.0, self.compute_type)
+        as_i64.name_hint, as_float.name_hint, one.name_hint = "n_i64", "n", "one"
+        return b.divf(one, as_float)
 
     def body(self, scale: SSAValue | None, output_type: Attribute) -> Block:
         """The elementwise body: extf the inputs it reads, the formula, then truncf or +=."""
@@ -212,7 +215,9 @@ class OpLowering:
         output = b.empty(sizes, tensor_type(output_element, plan.output_shape))
         output.name_hint = "init"
         if plan.accumulates:
-            output = b.fill(b.constant(0.0, self.compute_type), output)
+            zero = b.constant(0.0, self.compute_type)
+            zero.name_hint = "zero"
+            output = b.fill(zero, output)
             output.name_hint = "zeros"
         maps = [affine_map_attr(plan.loops, m) for m in (*plan.input_maps, plan.output_map)]
         value = b.generic(
@@ -286,8 +291,8 @@ def gc_paused() -> Iterator[None]:
 class LowerLossgradPass(ModulePass):
     """Lower every lossgrad op to level-2 IR (docs/level2.md); no lossgrad op survives.
 
-    Unused lossgrad ops are lowered too (no dead-code elimination here: run `dce` or
-    `canonicalize` afterwards to drop them). No options."""
+    Unused lossgrad ops are lowered too: the rewriter's dead-code elimination is off, so
+    no op disappears unlowered. No options."""
 
     name = "lower-lossgrad"
 

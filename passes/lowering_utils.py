@@ -110,6 +110,7 @@ class ScalarBuilder:
                     result_types=[INDEX], properties={"value": index_attr(value)}
                 )
             )
+            found.name_hint = f"c{value}"
             self._constants[key] = found
         return found
 

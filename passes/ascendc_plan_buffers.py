@@ -1,0 +1,224 @@
+"""`ascendc-plan-buffers`: place every `ascendc.temp` in UB and pick the tile length.
+
+Compute temporaries are placed by liveness (a linear scan over the Compute stage): a temp
+goes into a buffer whose current values are dead by the time it is written, preferring
+the input tiles already dequeued (the KL ports do this too), then the output tile before
+its final write, then an existing TBuf, and only then a new TBuf. An instruction may
+write the buffer it reads (full overlap is allowed for the elementwise API). Init-time
+temps (loop-invariant splats and scratch) each get their own TBuf.
+
+The tile length is then the largest multiple of `tile_align` (256 bytes of f32, Compare's
+rule, which also satisfies DataCopy's 32 bytes) whose buffers fit the UB: every queue
+double-buffered, each buffer rounded up to 32 bytes, the fixed-size buffers, and the 8 KiB
+Select scratch when the kernel selects. Options: `soc` (see backends/ascendc/soc.py) and
+`ub_bytes` to override its UB size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lossgrad_compiler.dialects import ascendc as asc
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from lossgrad_compiler.backends.ascendc.soc import UB_ALIGN, align_up, soc
+
+
+@dataclass(frozen=True)
+class AscendcPlanBuffersPass(ModulePass):
+    """Place temporaries and choose the tile length of every ascendc.kernel."""
+
+    name = "ascendc-plan-buffers"
+
+    soc: str = "ascend910b"
+    ub_bytes: int = 0  # 0: the SoC's UB size
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target = soc(self.soc)
+        capacity = self.ub_bytes or target.ub_bytes
+        for kernel in [k for k in op.walk() if isinstance(k, asc.KernelOp)]:
+            place_temps(kernel)
+            choose_tile_length(kernel, capacity, target.select_scratch, target.name)
+
+
+# --------------------------------------------------------------------------- placement
+
+
+@dataclass
+class Slot:
+    """A UB buffer and the compute-stage intervals [first, last] its values occupy."""
+
+    value: SSAValue | None  # the tile it is known by (None: a TBuf not created yet)
+    element: Attribute
+    busy: list[tuple[int, int]] = field(default_factory=list)
+
+    def accepts(self, start: int, end: int, ops: list[Operation]) -> bool:
+        for first, last in self.busy:
+            if end < first or start > last:
+                continue
+            if last == start and _in_place(ops[start]):
+                continue
+            if first == end and _in_place(ops[end]):
+                continue
+            return False
+        return True
+
+
+def _in_place(op: Operation) -> bool:
+    """Elementwise instructions may write the buffer they read (full overlap)."""
+    return isinstance(op, asc.VectorOp)
+
+
+def _interval(value: SSAValue, index: dict[Operation, int]) -> tuple[int, int]:
+    uses = [
+        index[u.operation]
+        for u in value.uses
+        if not isinstance(u.operation, asc.FreeOp | asc.EnqueOp)
+    ]
+    return (min(uses), max(uses)) if uses else (0, -1)
+
+
+def place_temps(kernel: asc.KernelOp) -> None:
+    loop = kernel.loop
+    compute = loop.stage("compute")
+    ops = list(compute.ops)
+    index = {op: i for i, op in enumerate(ops)}
+    slots: list[Slot] = []
+    for op in ops:
+        if isinstance(op, asc.DequeOp | asc.AllocOp):
+            slot = Slot(op.result, _element(op.result))
+            first, last = _interval(op.result, index)
+            if isinstance(op, asc.DequeOp):  # the input is live from DeQue on
+                first = index[op]
+            if last >= first:
+                slot.busy.append((first, last))
+            slots.append(slot)
+    new_buffers: list[Slot] = []
+    temps = sorted(
+        (op for op in ops if isinstance(op, asc.TempOp) and op.elements is None),
+        key=lambda t: _interval(t.result, index)[0],
+    )
+    for temp in temps:
+        start, end = _interval(temp.result, index)
+        element = _element(temp.result)
+        candidates = [s for s in slots + new_buffers if s.element == element]
+        chosen = next((s for s in candidates if s.accepts(start, end, ops)), None)
+        if chosen is None:
+            chosen = Slot(None, element)
+            new_buffers.append(chosen)
+        chosen.busy.append((start, end))
+        _assign(temp, chosen, kernel, compute)
+    for op in list(kernel.entry.ops):
+        if isinstance(op, asc.TempOp):
+            elements = None if op.elements is None else op.elements.value.data
+            buffer = _new_tbuf(kernel, _element(op.result), elements)
+            get = asc.GetOp(buffer)
+            Rewriter.insert_op(get, InsertPoint.before(op))
+            op.result.replace_all_uses_with(get.result)
+            Rewriter.erase_op(op)
+    if any(isinstance(op, asc.TempOp) for op in compute.ops):
+        raise PassFailedException("ascendc-plan-buffers: fixed-size temps belong in Init")
+
+
+def _assign(temp: asc.TempOp, slot: Slot, kernel: asc.KernelOp, compute: Block) -> None:
+    if slot.value is None:
+        buffer = _new_tbuf(kernel, _element(temp.result), None)
+        get = asc.GetOp(buffer)
+        first = compute.first_op
+        assert first is not None
+        Rewriter.insert_op(get, InsertPoint.before(_after_queue_ops(compute) or first))
+        slot.value = get.result
+    temp.result.replace_all_uses_with(slot.value)
+    Rewriter.erase_op(temp)
+
+
+def _after_queue_ops(compute: Block) -> Operation | None:
+    """The first op of the stage that is not a DeQue/AllocTensor/Get (views go after them)."""
+    for op in compute.ops:
+        if not isinstance(op, asc.DequeOp | asc.AllocOp | asc.GetOp):
+            return op
+    return None
+
+
+def _new_tbuf(kernel: asc.KernelOp, element: Attribute, elements: int | None) -> SSAValue:
+    op = asc.TBufOp(element, elements)
+    Rewriter.insert_op(op, InsertPoint.before(_first_non_buffer(kernel)))
+    return op.result
+
+
+def _first_non_buffer(kernel: asc.KernelOp) -> Operation:
+    for op in kernel.entry.ops:
+        if not isinstance(op, asc.QueueOp | asc.TBufOp):
+            return op
+    raise AssertionError("a kernel ends in its tile loop")
+
+
+def _element(value: SSAValue) -> Attribute:
+    t = value.type
+    assert isinstance(t, asc.LocalTensorType | asc.QueueType | asc.CalcBufferType)
+    return t.element_type
+
+
+# --------------------------------------------------------------------------- tile length
+
+
+@dataclass(frozen=True)
+class UbLayout:
+    """The buffers of a kernel: per-tile-element ones and fixed-size ones."""
+
+    per_tile: tuple[tuple[Attribute, int], ...]  # (element type, buffer count)
+    fixed_bytes: int
+    selects: bool
+
+    def bytes_for(self, tile: int) -> int:
+        """UB bytes all buffers take for a tile length (each rounded to 32 bytes)."""
+        per = sum(n * align_up(asc.tile_bytes(e, tile), UB_ALIGN) for e, n in self.per_tile)
+        return per + self.fixed_bytes
+
+
+def ub_layout(kernel: asc.KernelOp) -> UbLayout:
+    per_tile: list[tuple[Attribute, int]] = []
+    fixed = 0
+    for op in kernel.entry.ops:
+        if isinstance(op, asc.QueueOp):
+            per_tile.append((op.element_type, op.buffers.value.data))
+        elif isinstance(op, asc.TBufOp):
+            if op.elements is None:
+                per_tile.append((op.element_type, 1))
+            else:
+                fixed += align_up(asc.tile_bytes(op.element_type, op.elements.value.data), UB_ALIGN)
+    selects = any(isinstance(op, asc.SelectOp | asc.SelectsOp) for op in kernel.walk())
+    return UbLayout(tuple(per_tile), fixed, selects)
+
+
+def largest_tile(layout: UbLayout, budget: int, align: int) -> int:
+    """The largest multiple of `align` whose buffers fit in `budget` bytes (0 if none)."""
+    per_element = sum(n * asc.element_bits(e) for e, n in layout.per_tile) / 8
+    if per_element == 0:
+        return 0
+    tile = int((budget - layout.fixed_bytes) / per_element) // align * align
+    while tile > 0 and layout.bytes_for(tile) > budget:
+        tile -= align
+    return max(tile, 0)
+
+
+def choose_tile_length(kernel: asc.KernelOp, capacity: int, scratch: int, soc_name: str) -> None:
+    layout = ub_layout(kernel)
+    reserved = scratch if layout.selects else 0
+    align = kernel.tile_align.value.data
+    tile = largest_tile(layout, capacity - reserved, align)
+    if tile == 0:
+        raise PassFailedException(
+            f"ascendc-plan-buffers: kernel @{kernel.sym_name.data} does not fit a UB of "
+            f"{capacity} bytes"
+        )
+    kernel.tile_length = IntegerAttr(tile, i64)
+    kernel.ub_bytes = IntegerAttr(layout.bytes_for(tile), i64)
+    kernel.ub_capacity = IntegerAttr(capacity, i64)
+    kernel.ub_reserved = IntegerAttr(reserved, i64)
+    kernel.soc = StringAttr(soc_name)
