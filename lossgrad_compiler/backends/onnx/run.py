@@ -35,7 +35,7 @@ def make_session(
 
 def to_ort_value(array: np.ndarray) -> ort.OrtValue:
     """An OrtValue holding `array`; bfloat16 goes in as its bit pattern."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
     if array.dtype == spec.BFLOAT16.dtype:
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
             array.view(np.uint16), TensorProto.BFLOAT16

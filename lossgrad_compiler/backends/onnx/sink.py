@@ -62,26 +62,40 @@ class NodeSink:
     def element_count(self, product: IndexProduct) -> str:
         """A rank-0 int64 tensor holding the value of `product`.
 
-        The dimensions of one tensor become `Size` when they are all of its dimensions, else
-        one `Gather` of its shape (and `ReduceProd` when there are several)."""
+        The dimensions of one tensor are read from its `Shape` (a `Gather` picks them unless
+        all are needed) and multiplied by `ReduceProd`; `Size` would be one node less, but
+        ONNX Runtime's CPU provider has no bfloat16 `Size` kernel."""
         factors: list[str] = []
         for tensor, dims in _group_by_tensor(product.dims):
             rank = dims[0].rank
             positions = sorted(d.dim for d in dims)
-            if positions == list(range(rank)):
-                factors.append(self.add("Size", [tensor], "numel"))
-            elif len(positions) == 1:
+            shape = self.shape_of(tensor)
+            if len(positions) == 1:
                 index = self.constant(np.array(positions[0], dtype=np.int64), "index")
-                factors.append(self.add("Gather", [self.shape_of(tensor), index], "dim", axis=0))
-            else:
-                picked = self.add("Gather", [self.shape_of(tensor), self.int64s(positions)], "dims")
-                factors.append(self.add("ReduceProd", [picked], "numel", keepdims=0))
+                factors.append(self.add("Gather", [shape, index], "dim", axis=0))
+                continue
+            if positions != list(range(rank)):
+                shape = self.add("Gather", [shape, self.int64s(positions)], "dims", axis=0)
+            factors.append(self.add("ReduceProd", [shape], "numel", keepdims=0))
         if product.factor != 1 or not factors:
             factors.append(self.constant(np.array(product.factor, dtype=np.int64), "index"))
         result = factors[0]
         for factor in factors[1:]:
             result = self.add("Mul", [result, factor], "numel")
         return result
+
+    def expand(self, value: str, shape: str) -> str:
+        """`Expand(value, shape)`. When `value` is the result of a Cast that nothing else
+        reads, the Cast moves after the Expand (the two commute): ONNX Runtime's CPU provider
+        has no bfloat16 `Expand`, and narrowing casts are the last op of a level-2 body."""
+        producer = next((n for n in self.nodes if value in n.output), None)
+        readers = [n for n in self.nodes if value in n.input]
+        if producer is None or producer.op_type != "Cast" or readers:
+            return self.add("Expand", [value, shape], "expanded")
+        self.nodes.remove(producer)
+        expanded = self.add("Expand", [producer.input[0], shape], "expanded")
+        (to,) = (a.i for a in producer.attribute if a.name == "to")
+        return self.cast(expanded, to)
 
     def shape(self, entries: Sequence[ShapeEntry]) -> str:
         """A 1-D int64 tensor holding a shape: Constant pieces for static sizes, `Shape` (or a

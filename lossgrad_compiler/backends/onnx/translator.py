@@ -72,9 +72,7 @@ class Translator:
                 else Tensor(self.sink.scalar(found.fill), 0)
             )
             shape = self.sink.shape(found.empty.shape)
-            return Tensor(
-                self.sink.add("Expand", [fill.name, shape], "filled"), len(found.empty.shape)
-            )
+            return Tensor(self.sink.expand(fill.name, shape), len(found.empty.shape))
         if isinstance(found, EmptyTensor):
             raise Level2TranslationError(op, "reads the contents of a tensor.empty")
         assert isinstance(found, Accumulator)
