@@ -1,0 +1,182 @@
+"""Compiling C++ source into a shared library, cached on disk by content.
+
+The cache key is the hash of the source, the compiler's identity (`--version`), the flags and
+the ONNX Runtime API version of the headers, so a change of any of them builds a new library
+and an unchanged one is never rebuilt. Writes are atomic (a temporary file renamed into
+place) and serialised by a lock file, so processes that build at the same time all get the
+same complete library."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from lossgrad_compiler.backends.ort.errors import OrtBackendError
+
+ENV_CXX = "CXX"
+ENV_INCLUDE = "LOSSGRAD_ORT_INCLUDE"
+ENV_CACHE = "LOSSGRAD_CACHE_DIR"
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+VENDORED_INCLUDE = PROJECT_ROOT / "third_party" / "onnxruntime" / "include"
+FETCH_SCRIPT = PROJECT_ROOT / "scripts" / "fetch_ort_headers.sh"
+SYSTEM_INCLUDE = Path("/usr/include/onnxruntime")
+HEADER = "onnxruntime_c_api.h"
+
+# -fno-trapping-math lets g++ keep division and selects branch-free (reference/onnx-ort.md
+# §4.3); -fno-math-errno only drops errno writes. Neither changes a result; no -ffast-math.
+OPTIMIZE_FLAGS: tuple[str, ...] = ("-O3", "-fno-trapping-math", "-fno-math-errno")
+LIBRARY_FLAGS: tuple[str, ...] = ("-std=c++17", "-fPIC", "-shared", "-fvisibility=hidden")
+
+
+class NativeUnavailableError(OrtBackendError):
+    """No C++ compiler or no ONNX Runtime headers: the native kernels cannot be built."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    compiler: tuple[str, ...]  # the command, e.g. ("g++",) or ("ccache", "g++")
+    version: str  # the compiler's --version output
+    include: Path  # directory holding onnxruntime_c_api.h
+    api_version: int  # ORT_API_VERSION of those headers
+
+
+def find_compiler() -> tuple[str, ...]:
+    """$CXX, else c++, else g++."""
+    configured = os.environ.get(ENV_CXX, "").strip()
+    candidates = [tuple(shlex.split(configured))] if configured else [("c++",), ("g++",)]
+    for command in candidates:
+        if command and shutil.which(command[0]):
+            return command
+    tried = ", ".join(" ".join(c) for c in candidates)
+    raise NativeUnavailableError(f"no C++ compiler found (tried {tried}; set ${ENV_CXX})")
+
+
+def find_headers(fetch: bool = True) -> Path:
+    """$LOSSGRAD_ORT_INCLUDE, else third_party/onnxruntime/include (fetched by
+    scripts/fetch_ort_headers.sh when missing), else /usr/include/onnxruntime."""
+    configured = os.environ.get(ENV_INCLUDE)
+    if configured:
+        path = Path(configured)
+        if not (path / HEADER).is_file():
+            raise NativeUnavailableError(f"${ENV_INCLUDE}={configured} has no {HEADER}")
+        return path
+    if not (VENDORED_INCLUDE / HEADER).is_file() and fetch and FETCH_SCRIPT.is_file():
+        _fetch_headers()
+    for path in (VENDORED_INCLUDE, SYSTEM_INCLUDE):
+        if (path / HEADER).is_file():
+            return path
+    raise NativeUnavailableError(
+        f"no ONNX Runtime headers: set ${ENV_INCLUDE}, run {FETCH_SCRIPT.name}, or install "
+        "libonnxruntime-dev"
+    )
+
+
+@cache
+def _fetch_headers() -> None:
+    """Run the fetch script once per process; a failure leaves the other header sources."""
+    subprocess.run(
+        ["sh", str(FETCH_SCRIPT), str(VENDORED_INCLUDE.parent)],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def api_version(include: Path) -> int:
+    text = (include / HEADER).read_text(errors="replace")
+    found = re.search(r"^#define ORT_API_VERSION (\d+)", text, re.MULTILINE)
+    if not found:
+        raise NativeUnavailableError(f"{include / HEADER} defines no ORT_API_VERSION")
+    return int(found.group(1))
+
+
+@cache
+def toolchain() -> Toolchain:
+    compiler = find_compiler()
+    try:
+        done = subprocess.run(
+            [*compiler, "--version"], capture_output=True, text=True, timeout=60, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        raise NativeUnavailableError(f"'{' '.join(compiler)} --version' failed: {err}") from None
+    include = find_headers()
+    return Toolchain(compiler, done.stdout.strip(), include, api_version(include))
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get(ENV_CACHE)
+    base = Path(configured) if configured else Path.home() / ".cache" / "lossgrad_compiler"
+    return base / "ort"
+
+
+def cache_key(source: str, tools: Toolchain, flags: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for part in (source, tools.version, "\0".join(flags), str(tools.api_version)):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0\0")
+    return digest.hexdigest()
+
+
+def build_shared_library(
+    source: str,
+    name: str,
+    flags: Sequence[str] = OPTIMIZE_FLAGS,
+    directory: Path | None = None,
+    tools: Toolchain | None = None,
+) -> Path:
+    """The shared library built from `source` with `flags` (cached; built on first use)."""
+    tools = tools or toolchain()
+    all_flags = (*LIBRARY_FLAGS, *flags)
+    key = cache_key(source, tools, all_flags)
+    directory = directory or cache_dir()
+    library = directory / f"{name}-{key[:24]}.so"
+    if library.is_file():
+        return library
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / f"{name}-{key[:24]}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent builder of the same key finishes first
+        if library.is_file():
+            return library
+        _compile(source, library, tools, all_flags)
+    return library
+
+
+def _compile(source: str, library: Path, tools: Toolchain, flags: Sequence[str]) -> None:
+    directory = library.parent
+    source_path = library.with_suffix(".cc")
+    _write_atomically(source_path, source.encode("utf-8"))
+    fd, temporary = tempfile.mkstemp(prefix=library.stem, suffix=".so.tmp", dir=directory)
+    os.close(fd)
+    command = [*tools.compiler, *flags, "-I", str(tools.include), str(source_path), "-o", temporary]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        if done.returncode != 0:
+            raise OrtBackendError(
+                f"building {library.name} failed ({' '.join(command)}):\n{done.stderr[-4000:]}"
+            )
+        os.replace(temporary, library)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise

@@ -1,0 +1,323 @@
+// ONNX Runtime custom-op glue shared by every operator: statuses, attribute probing, inputs,
+// the output, the thread pool, and the OrtCustomOp record. Operator knowledge (names,
+// attributes, checks, messages, variants) is generated from spec.py and level-2 IR.
+//
+// Built against ORT_API_VERSION 21 headers; loads in any runtime that serves API 21.
+
+namespace lossgrad {
+
+const OrtApi* g_api = nullptr;  // set once in RegisterCustomOps
+
+inline OrtStatus* invalid(const std::string& message) {
+  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, message.c_str());
+}
+
+inline OrtStatus* failure(const std::string& message) {
+  return g_api->CreateStatus(ORT_FAIL, message.c_str());
+}
+
+#define LOSSGRAD_TRY(expr)                  \
+  do {                                      \
+    if (OrtStatus* _s = (expr)) return _s;  \
+  } while (0)
+
+// ------------------------------------------------------------------------------ attributes
+
+// The ONNX type of a node attribute, found by asking ORT for each type in turn (ORT answers
+// "type does not match" and "no such attribute" with the same status code).
+enum class AttrType { kAbsent, kInt, kFloat, kString, kInts, kFloats, kTensor };
+
+inline const char* onnx_attr_type_name(AttrType t) {
+  switch (t) {
+    case AttrType::kInt: return "INT";
+    case AttrType::kFloat: return "FLOAT";
+    case AttrType::kString: return "STRING";
+    case AttrType::kInts: return "INTS";
+    case AttrType::kFloats: return "FLOATS";
+    case AttrType::kTensor: return "TENSOR";
+    default: return "UNDEFINED";
+  }
+}
+
+struct AttrValue {
+  AttrType type = AttrType::kAbsent;
+  int64_t i = 0;
+  float f = 0.0f;
+  std::string s;
+};
+
+inline bool succeeded(OrtStatus* status) {
+  if (!status) return true;
+  g_api->ReleaseStatus(status);
+  return false;
+}
+
+// Attribute types ORT cannot report (STRINGS, GRAPH, ...) read as absent here; the Python
+// session helper checks every attribute with spec before ORT sees the model.
+inline AttrValue read_attribute(const OrtKernelInfo* info, const char* name) {
+  AttrValue v;
+  size_t size = 0;
+  if (succeeded(g_api->KernelInfoGetAttribute_int64(info, name, &v.i))) {
+    v.type = AttrType::kInt;
+  } else if (succeeded(g_api->KernelInfoGetAttribute_float(info, name, &v.f))) {
+    v.type = AttrType::kFloat;
+  } else if (succeeded(g_api->KernelInfoGetAttribute_string(info, name, nullptr, &size))) {
+    std::vector<char> buf(size + 1, '\0');
+    if (succeeded(g_api->KernelInfoGetAttribute_string(info, name, buf.data(), &size))) {
+      v.type = AttrType::kString;
+      v.s.assign(buf.data(), strnlen(buf.data(), size));
+    }
+  } else if (succeeded(g_api->KernelInfoGetAttributeArray_int64(info, name, nullptr, &size))) {
+    v.type = AttrType::kInts;
+  } else if (succeeded(g_api->KernelInfoGetAttributeArray_float(info, name, nullptr, &size))) {
+    v.type = AttrType::kFloats;
+  } else {
+    OrtAllocator* allocator = nullptr;
+    OrtValue* tensor = nullptr;
+    if (succeeded(g_api->GetAllocatorWithDefaultOptions(&allocator)) &&
+        succeeded(g_api->KernelInfoGetAttribute_tensor(info, name, allocator, &tensor))) {
+      v.type = AttrType::kTensor;
+      g_api->ReleaseValue(tensor);
+    }
+  }
+  return v;
+}
+
+// ------------------------------------------------------------------------------ inputs
+
+struct Input {
+  bool present = false;
+  const void* data = nullptr;
+  std::vector<int64_t> dims;
+};
+
+inline OrtStatus* read_input(OrtKernelContext* ctx, size_t index, Input* in) {
+  const OrtValue* value = nullptr;
+  LOSSGRAD_TRY(g_api->KernelContext_GetInput(ctx, index, &value));
+  if (!value) return nullptr;
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  LOSSGRAD_TRY(g_api->GetTensorTypeAndShape(value, &info));
+  size_t rank = 0;
+  OrtStatus* status = g_api->GetDimensionsCount(info, &rank);
+  if (!status) {
+    in->dims.resize(rank);
+    status = g_api->GetDimensions(info, in->dims.data(), rank);
+  }
+  g_api->ReleaseTensorTypeAndShapeInfo(info);
+  LOSSGRAD_TRY(status);
+  void* data = nullptr;  // API 21 has no const accessor; inputs are never written
+  LOSSGRAD_TRY(g_api->GetTensorMutableData(const_cast<OrtValue*>(value), &data));
+  in->present = true;
+  in->data = data;
+  return nullptr;
+}
+
+inline Shape to_shape(const std::vector<int64_t>& dims) {
+  Shape s;
+  s.rank = static_cast<int>(dims.size());
+  for (int a = 0; a < s.rank; ++a) s.dim[a] = dims[a];
+  return s;
+}
+
+// spec.broadcast_shapes for two concrete shapes: the broadcast shape, or the first axis (from
+// the left) where both have a size other than 1 and they differ.
+struct Conflict {
+  int axis = -1;      // -1: the shapes broadcast
+  int rank = 0;       // rank of the broadcast
+  int64_t first = 0;  // the sizes that differ
+  int64_t second = 0;
+  int negative_axis() const { return axis - rank; }
+};
+
+inline Conflict broadcast_two(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                              std::vector<int64_t>* out) {
+  Conflict c;
+  const size_t rank = std::max(a.size(), b.size());
+  c.rank = static_cast<int>(rank);
+  out->assign(rank, 1);
+  for (size_t axis = 0; axis < rank; ++axis) {
+    int64_t size = 1;
+    const std::vector<int64_t>* shapes[2] = {&a, &b};
+    for (const auto* s : shapes) {
+      const long j = static_cast<long>(axis) - static_cast<long>(rank - s->size());
+      if (j < 0) continue;
+      const int64_t d = (*s)[static_cast<size_t>(j)];
+      if (d == 1) continue;
+      if (size != 1 && d != size) {
+        c.axis = static_cast<int>(axis);
+        c.first = size;
+        c.second = d;
+        return c;
+      }
+      size = d;
+    }
+    (*out)[axis] = size;
+  }
+  return c;
+}
+
+// The result of a KL op is summed when its operand lacks a leading axis of the iteration
+// space or is 1 where the space is not (reference.sum_to_shape's rule).
+inline bool is_summed(const Shape& result, const Shape& space) {
+  if (result.rank < space.rank) return true;
+  for (int a = 0; a < result.rank; ++a)
+    if (result.dim[a] == 1 && space.dim[a] != 1) return true;
+  return false;
+}
+
+// ------------------------------------------------------------------------------ execution
+
+// Runs range(begin, end) over [0, total) in fixed chunks on the session's intra-op pool.
+struct Job {
+  int64_t total = 0;
+  int64_t chunk = 1;
+  const void* state = nullptr;
+  void (*range)(const void* state, int64_t begin, int64_t end) = nullptr;
+};
+
+inline void run_chunk(void* job, size_t i) {
+  const Job& j = *static_cast<const Job*>(job);
+  const int64_t begin = static_cast<int64_t>(i) * j.chunk;
+  j.range(j.state, begin, std::min(j.total, begin + j.chunk));
+}
+
+constexpr int64_t kChunkElements = int64_t{1} << 15;  // per task: 32K iteration points
+
+inline OrtStatus* run_job(OrtKernelContext* ctx, Job& job) {
+  if (job.total <= 0) return nullptr;
+  const int64_t tasks = (job.total + job.chunk - 1) / job.chunk;
+  if (tasks == 1) {
+    job.range(job.state, 0, job.total);
+    return nullptr;
+  }
+  return g_api->KernelContext_ParallelFor(ctx, run_chunk, static_cast<size_t>(tasks), 0, &job);
+}
+
+template <class V>
+struct ElementwiseState {
+  Layout l;
+  typename V::Params p;
+  static void range(const void* s, int64_t begin, int64_t end) {
+    const auto& st = *static_cast<const ElementwiseState*>(s);
+    elementwise_range<V>(st.l, st.p, begin, end);
+  }
+};
+
+template <class V>
+struct ReduceState {
+  ReduceLayout r;
+  typename V::Params p;
+  static void range(const void* s, int64_t begin, int64_t end) {
+    const auto& st = *static_cast<const ReduceState*>(s);
+    reduce_range<V>(st.r, st.p, begin, end);
+  }
+};
+
+// One call of a kernel after validation: shapes, data, output, iteration space.
+struct Call {
+  OrtKernelContext* ctx = nullptr;
+  Shapes shapes;
+  const void* data[kNumOperands] = {};
+  Shape space;   // the iteration space
+  Shape result;  // the output's shape
+  void* out = nullptr;
+  bool reduces = false;  // the result is summed over some iteration axes
+  // Which rank-0 pattern the operands show: bit 0 self is 0-d, bit 1 target is 0-d.
+  int rank0_pattern() const {
+    return (shapes.operand[1].rank == 0 ? 1 : 0) | (shapes.operand[2].rank == 0 ? 2 : 0);
+  }
+};
+
+template <class V>
+OrtStatus* run_variant(Call& c, const typename V::Params& p) {
+  if (c.result.numel() == 0) return nullptr;
+  Layout l = make_layout(c.space, c.shapes, c.data, c.out);
+  forget_unused<V>(l);
+  Job job;
+  if constexpr (V::kReduces) {
+    ReduceState<V> st{make_reduce_layout(l, c.result), p};
+    job.total = c.result.numel();
+    job.chunk = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(1, st.r.reduced_count));
+    job.state = &st;
+    job.range = &ReduceState<V>::range;
+    return run_job(c.ctx, job);
+  } else {
+    coalesce(l);
+    ElementwiseState<V> st{l, p};
+    job.total = c.result.numel();
+    job.chunk = kChunkElements;
+    job.state = &st;
+    job.range = &ElementwiseState<V>::range;
+    return run_job(c.ctx, job);
+  }
+}
+
+// ------------------------------------------------------------------------------ custom ops
+
+using CreateFn = OrtStatus* (*)(const OrtKernelInfo* info, void** kernel);
+using ComputeFn = OrtStatus* (*)(const void* kernel, OrtKernelContext* ctx);
+using DestroyFn = void (*)(void* kernel);
+
+struct Kernel {
+  ComputeFn compute;
+  DestroyFn destroy;
+  void* state;
+};
+
+struct CustomOp : OrtCustomOp {
+  const char* op_name;
+  ONNXTensorElementDataType element_type;
+  CreateFn create;
+  ComputeFn compute;
+  DestroyFn destroy;
+};
+
+inline const CustomOp& self_of(const OrtCustomOp* op) { return *static_cast<const CustomOp*>(op); }
+
+inline CustomOp make_custom_op(const char* name, ONNXTensorElementDataType type, CreateFn create,
+                               ComputeFn compute, DestroyFn destroy) {
+  CustomOp op;
+  std::memset(static_cast<OrtCustomOp*>(&op), 0, sizeof(OrtCustomOp));  // unset hooks stay null
+  op.version = ORT_API_VERSION;
+  op.op_name = name;
+  op.element_type = type;
+  op.create = create;
+  op.compute = compute;
+  op.destroy = destroy;
+  op.GetName = [](const OrtCustomOp* o) { return self_of(o).op_name; };
+  op.GetExecutionProviderType = [](const OrtCustomOp*) { return "CPUExecutionProvider"; };
+  op.GetInputTypeCount = [](const OrtCustomOp*) -> size_t { return kNumOperands; };
+  op.GetOutputTypeCount = [](const OrtCustomOp*) -> size_t { return 1; };
+  op.GetInputType = [](const OrtCustomOp* o, size_t) { return self_of(o).element_type; };
+  op.GetOutputType = [](const OrtCustomOp* o, size_t) { return self_of(o).element_type; };
+  op.GetInputCharacteristic = [](const OrtCustomOp*, size_t) {
+    return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
+  };
+  op.GetOutputCharacteristic = [](const OrtCustomOp*, size_t) {
+    return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
+  };
+  // Must be set: ORT 1.31 calls it unconditionally.
+  op.GetInputMemoryType = [](const OrtCustomOp*, size_t) { return OrtMemTypeDefault; };
+  op.CreateKernelV2 = [](const OrtCustomOp* o, const OrtApi*, const OrtKernelInfo* info,
+                         void** kernel) -> OrtStatus* {
+    const CustomOp& self = self_of(o);
+    void* state = nullptr;
+    LOSSGRAD_TRY(self.create(info, &state));
+    *kernel = new Kernel{self.compute, self.destroy, state};
+    return nullptr;
+  };
+  op.KernelComputeV2 = [](void* kernel, OrtKernelContext* ctx) -> OrtStatus* {
+    const Kernel& k = *static_cast<const Kernel*>(kernel);
+    return k.compute(k.state, ctx);
+  };
+  op.KernelDestroy = [](void* kernel) {
+    Kernel* k = static_cast<Kernel*>(kernel);
+    k->destroy(k->state);
+    delete k;
+  };
+  op.GetStartVersion = [](const OrtCustomOp*) { return 1; };
+  op.GetEndVersion = [](const OrtCustomOp*) { return 2147483647; };
+  return op;
+}
+
+}  // namespace lossgrad

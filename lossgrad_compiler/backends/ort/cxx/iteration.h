@@ -1,0 +1,293 @@
+// Rank-generic iteration over numpy-broadcast operands: the loops that apply a printed
+// level-2 body. Nothing here knows an operator; a variant (a struct printed from one level-2
+// function) supplies the element types, the scalar body and, for sums over broadcast
+// dimensions, the accumulator.
+//
+// Determinism: work is split over OUTPUT elements only, and each output element sums its
+// inputs sequentially in row-major order of the iteration space, so the bits of a result do
+// not depend on the split (and so not on the number of threads).
+
+namespace lossgrad {
+
+constexpr int kNumOperands = 3;  // grad_output, self, target: the ins() of every generic
+
+struct Shape {
+  int rank = 0;
+  int64_t dim[kMaxRank] = {};
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int a = 0; a < rank; ++a) n *= dim[a];
+    return n;
+  }
+};
+
+// The runtime shapes a printed count expression reads (tensor.dim generalised to run time).
+struct Shapes {
+  Shape operand[kNumOperands];
+  // tensor.dim %operand, axis: the operand's own extent (axis counted from the left).
+  uint64_t dim(int op, int axis) const { return static_cast<uint64_t>(operand[op].dim[axis]); }
+  // The element count of the broadcast of the operands in `mask` (bit i = operand i).
+  uint64_t broadcast_numel(unsigned mask) const {
+    int rank = 0;
+    for (int op = 0; op < kNumOperands; ++op)
+      if (mask & (1u << op)) rank = std::max(rank, operand[op].rank);
+    uint64_t n = 1;
+    for (int a = 0; a < rank; ++a) {
+      int64_t extent = 1;
+      for (int op = 0; op < kNumOperands; ++op) {
+        if (!(mask & (1u << op))) continue;
+        const int j = a - (rank - operand[op].rank);
+        if (j >= 0 && operand[op].dim[j] != 1) extent = operand[op].dim[j];
+      }
+      n *= static_cast<uint64_t>(extent);
+    }
+    return n;
+  }
+};
+
+// Element strides of each operand over the iteration space; 0 where an operand is broadcast.
+struct Layout {
+  int rank = 0;
+  int64_t dim[kMaxRank] = {};
+  int64_t stride[kNumOperands][kMaxRank] = {};
+  const void* data[kNumOperands] = {};
+  void* out = nullptr;
+};
+
+inline Layout make_layout(const Shape& space, const Shapes& shapes, const void* const* data,
+                          void* out) {
+  Layout l;
+  l.rank = space.rank;
+  for (int a = 0; a < space.rank; ++a) l.dim[a] = space.dim[a];
+  for (int op = 0; op < kNumOperands; ++op) {
+    const Shape& s = shapes.operand[op];
+    int64_t natural = 1;
+    for (int j = s.rank - 1; j >= 0; --j) {
+      const int a = j + (space.rank - s.rank);
+      l.stride[op][a] = (s.dim[j] == 1) ? 0 : natural;
+      natural *= s.dim[j];
+    }
+    l.data[op] = data[op];
+  }
+  l.out = out;
+  return l;
+}
+
+// Merge neighbouring axes that every operand walks with one stride, and drop axes of extent
+// 1: an elementwise call on contiguous or scalar operands becomes a single rank-1 loop (the
+// contiguous and scalar-grad_output fast paths).
+inline void coalesce(Layout& l) {
+  Layout c = l;
+  c.rank = 0;
+  for (int a = 0; a < l.rank; ++a) {
+    if (l.dim[a] == 1) continue;
+    bool merge = c.rank > 0;
+    for (int op = 0; merge && op < kNumOperands; ++op)
+      merge = c.stride[op][c.rank - 1] == l.stride[op][a] * l.dim[a];
+    if (merge) {
+      c.dim[c.rank - 1] *= l.dim[a];
+      for (int op = 0; op < kNumOperands; ++op) c.stride[op][c.rank - 1] = l.stride[op][a];
+    } else {
+      c.dim[c.rank] = l.dim[a];
+      for (int op = 0; op < kNumOperands; ++op) c.stride[op][c.rank] = l.stride[op][a];
+      ++c.rank;
+    }
+  }
+  if (c.rank == 0) {  // a single element
+    c.rank = 1;
+    c.dim[0] = 1;
+    for (int op = 0; op < kNumOperands; ++op) c.stride[op][0] = 0;
+  }
+  l = c;
+}
+
+// Values of one block: out[i] = V::value(a[i], b[i], c[i]).
+template <class V, class R>
+inline void value_block(const typename V::L0* __restrict a, const typename V::L1* __restrict b,
+                        const typename V::L2* __restrict c, R* __restrict out, int64_t n,
+                        const typename V::Params& p) {
+  for (int64_t i = 0; i < n; ++i) out[i] = V::value(a[i], b[i], c[i], p);
+}
+
+template <class V>
+struct BlockLoads {
+  typename V::L0 b0[kBlock];
+  typename V::L1 b1[kBlock];
+  typename V::L2 b2[kBlock];
+  const typename V::L0* a0;
+  const typename V::L1* a1;
+  const typename V::L2* a2;
+  // Operands the body never reads (KlDivBackward's self) are not loaded at all.
+  void load(const Layout& l, const int64_t* offset, int inner_axis, int64_t n) {
+    if constexpr (V::kUses0)
+      a0 = load_block<typename V::L0>(static_cast<const typename V::In0*>(l.data[0]) + offset[0],
+                                      l.stride[0][inner_axis], n, b0);
+    else
+      a0 = b0;
+    if constexpr (V::kUses1)
+      a1 = load_block<typename V::L1>(static_cast<const typename V::In1*>(l.data[1]) + offset[1],
+                                      l.stride[1][inner_axis], n, b1);
+    else
+      a1 = b1;
+    if constexpr (V::kUses2)
+      a2 = load_block<typename V::L2>(static_cast<const typename V::In2*>(l.data[2]) + offset[2],
+                                      l.stride[2][inner_axis], n, b2);
+    else
+      a2 = b2;
+  }
+};
+
+// An operand the body never reads gets stride 0 everywhere, so it cannot block coalescing.
+template <class V>
+inline void forget_unused(Layout& l) {
+  const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+  for (int op = 0; op < kNumOperands; ++op)
+    if (!uses[op])
+      for (int a = 0; a < l.rank; ++a) l.stride[op][a] = 0;
+}
+
+// Elementwise plan: output elements [begin, end) of the row-major iteration space.
+template <class V>
+void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end) {
+  using Out = typename V::Out;
+  using Val = typename V::Val;
+  const int inner = l.rank - 1;
+  int64_t idx[kMaxRank];
+  int64_t rest = begin;
+  for (int a = inner; a >= 0; --a) {
+    idx[a] = rest % l.dim[a];
+    rest /= l.dim[a];
+  }
+  BlockLoads<V> in;
+  Val values[kBlock];
+  int64_t pos = begin;
+  while (pos < end) {
+    const int64_t n = std::min({l.dim[inner] - idx[inner], end - pos, kBlock});
+    int64_t offset[kNumOperands] = {0, 0, 0};
+    for (int a = 0; a < l.rank; ++a)
+      for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
+    in.load(l, offset, inner, n);
+    Out* out = static_cast<Out*>(l.out) + pos;
+    if constexpr (std::is_same_v<Out, Val>) {
+      value_block<V>(in.a0, in.a1, in.a2, out, n, p);
+    } else {
+      value_block<V>(in.a0, in.a1, in.a2, values, n, p);
+      store_block(out, values, n);
+    }
+    pos += n;
+    idx[inner] += n;
+    for (int a = inner; a > 0 && idx[a] == l.dim[a]; --a) {
+      idx[a] = 0;
+      ++idx[a - 1];
+    }
+  }
+}
+
+// Reduce plan: the result has the shape of one operand (`follows`); every iteration axis that
+// operand lacks or broadcasts is summed. Axes are split into parallel ones (the result's) and
+// reduced ones, both kept in iteration order.
+struct ReduceLayout {
+  Layout l;
+  int parallel[kMaxRank];
+  int num_parallel = 0;
+  int reduced[kMaxRank];
+  int num_reduced = 0;
+  int64_t reduced_count = 1;  // iteration points summed into one output element
+};
+
+inline ReduceLayout make_reduce_layout(const Layout& l, const Shape& result) {
+  ReduceLayout r;
+  r.l = l;
+  const int lead = l.rank - result.rank;
+  for (int a = 0; a < l.rank; ++a) {
+    const bool kept = a >= lead && result.dim[a - lead] == l.dim[a];
+    if (kept) {
+      r.parallel[r.num_parallel++] = a;
+    } else {
+      r.reduced[r.num_reduced++] = a;
+      r.reduced_count *= l.dim[a];
+    }
+  }
+  return r;
+}
+
+template <class V>
+inline void accumulate_vector(typename V::Val* __restrict acc, const typename V::Val* __restrict v,
+                              int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = V::combine(acc[i], v[i]);
+}
+
+template <class V>
+void reduce_range(const ReduceLayout& r, const typename V::Params& p, int64_t begin, int64_t end) {
+  using Val = typename V::Val;
+  using Out = typename V::Out;
+  const Layout& l = r.l;
+  const int inner = l.rank - 1;  // l.rank >= 1: a reduce plan sums over at least one axis
+  for (int j = 0; j < r.num_reduced; ++j)
+    if (l.dim[r.reduced[j]] == 0) {  // an empty sum: the accumulator's initial value
+      const Val init = V::init();
+      for (int64_t o = begin; o < end; ++o) static_cast<Out*>(l.out)[o] = convert<Out>(init);
+      return;
+    }
+  const bool inner_parallel = r.num_parallel > 0 && r.parallel[r.num_parallel - 1] == inner;
+  // Reduced axes walked by the outer loop; a reduced innermost axis is walked in blocks.
+  const int outer_reduced = inner_parallel ? r.num_reduced : r.num_reduced - 1;
+  int64_t pidx[kMaxRank];
+  int64_t rest = begin;
+  for (int j = r.num_parallel - 1; j >= 0; --j) {
+    pidx[j] = rest % l.dim[r.parallel[j]];
+    rest /= l.dim[r.parallel[j]];
+  }
+  BlockLoads<V> in;
+  Val values[kBlock];
+  Val acc[kBlock];
+  int64_t o = begin;
+  while (o < end) {
+    int64_t base[kNumOperands] = {0, 0, 0};
+    for (int j = 0; j < r.num_parallel; ++j)
+      for (int op = 0; op < kNumOperands; ++op) base[op] += pidx[j] * l.stride[op][r.parallel[j]];
+    const int64_t n = inner_parallel
+                          ? std::min({l.dim[inner] - pidx[r.num_parallel - 1], end - o, kBlock})
+                          : 1;
+    const Val init = V::init();
+    for (int64_t i = 0; i < n; ++i) acc[i] = init;
+    int64_t ridx[kMaxRank] = {};
+    for (;;) {  // reduced points in row-major order of the iteration space
+      int64_t offset[kNumOperands] = {base[0], base[1], base[2]};
+      for (int j = 0; j < outer_reduced; ++j)
+        for (int op = 0; op < kNumOperands; ++op)
+          offset[op] += ridx[j] * l.stride[op][r.reduced[j]];
+      if (inner_parallel) {
+        in.load(l, offset, inner, n);
+        value_block<V>(in.a0, in.a1, in.a2, values, n, p);
+        accumulate_vector<V>(acc, values, n);
+      } else {
+        for (int64_t k = 0; k < l.dim[inner]; k += kBlock) {
+          const int64_t m = std::min(kBlock, l.dim[inner] - k);
+          int64_t at[kNumOperands];
+          for (int op = 0; op < kNumOperands; ++op) at[op] = offset[op] + k * l.stride[op][inner];
+          in.load(l, at, inner, m);
+          value_block<V>(in.a0, in.a1, in.a2, values, m, p);
+          Val s = acc[0];
+          for (int64_t i = 0; i < m; ++i) s = V::combine(s, values[i]);
+          acc[0] = s;
+        }
+      }
+      int j = outer_reduced - 1;
+      for (; j >= 0; --j) {
+        if (++ridx[j] < l.dim[r.reduced[j]]) break;
+        ridx[j] = 0;
+      }
+      if (j < 0) break;
+    }
+    store_block(static_cast<Out*>(l.out) + o, acc, n);
+    o += n;
+    for (int j = r.num_parallel - 1; j >= 0; --j) {
+      pidx[j] += (j == r.num_parallel - 1) ? n : 1;
+      if (pidx[j] < l.dim[r.parallel[j]] || j == 0) break;
+      pidx[j] = 0;
+    }
+  }
+}
+
+}  // namespace lossgrad

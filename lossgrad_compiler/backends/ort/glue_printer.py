@@ -1,0 +1,253 @@
+"""Per-operator C++ glue, generated from spec.py: attribute reading and checks (defaults,
+choices, minimum, messages), the run-time shape checks in spec.validate's order, and the
+dispatch from (attribute classes, shape pattern) to a printed variant."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ort.cxx_text import (
+    cxx_float_literal,
+    cxx_identifier,
+    cxx_string_literal,
+)
+from lossgrad_compiler.backends.ort.messages import attribute_messages, shape_messages
+from lossgrad_compiler.backends.ort.variants import OPERAND_INDEX, attribute_classes
+
+# Shape patterns: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
+PATTERN_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 4}
+NUM_SLOTS = 8
+
+STORAGE_TYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float", "f64": "double"}
+COMPUTE_TYPES = {"f32": "float", "f64": "double"}
+
+
+def attrs_struct_name(op: spec.OperatorSpec) -> str:
+    return f"Attrs_{cxx_identifier(op.name)}"
+
+
+def print_attribute_reader(op: spec.OperatorSpec) -> str:
+    """Messages, the attribute struct, and create/destroy functions of one op."""
+    name = cxx_identifier(op.name)
+    struct = attrs_struct_name(op)
+    messages = []
+    fields = []
+    reads = []
+    for attribute in op.attributes:
+        field = cxx_identifier(attribute.name)
+        texts = attribute_messages(op, attribute)
+        messages += [m.cxx_function() for m in texts.values()]
+        type_message, value_message = texts["type"].name, texts["value"].name
+        read = (
+            f"  {{\n    const AttrValue v = read_attribute(info, "
+            f"{cxx_string_literal(attribute.name)});\n"
+        )
+        if attribute.kind is spec.AttrKind.FLOAT:
+            fields.append(f"  double {field};  // the value, widened exactly")
+            minimum = attribute.minimum if attribute.minimum is not None else float("-inf")
+            read += (
+                f"    if (v.type == AttrType::kAbsent) {{\n"
+                f"      a->{field} = {cxx_float_literal(float(attribute.default), 'double')};\n"
+                f"    }} else if (v.type != AttrType::kFloat) {{\n"
+                f"      return invalid({type_message}(onnx_attr_type_name(v.type)));\n"
+                f"    }} else {{\n"
+                f"      const double x = static_cast<double>(v.f);\n"
+                f"      if (std::isnan(x) || x < {cxx_float_literal(minimum, 'double')})\n"
+                f"        return invalid({value_message}(x));\n"
+                f"      a->{field} = x;\n    }}\n  }}\n"
+            )
+        else:
+            assert attribute.choices is not None
+            fields.append(f"  int {field};  // index among the choices")
+            default_index = attribute.choices.index(attribute.default)
+            if attribute.kind is spec.AttrKind.STRING:
+                kind, member, render = "kString", "v.s", "v.s"
+                choices = ", ".join(cxx_string_literal(str(c)) for c in attribute.choices)
+                decl = f"static const char* const choices[] = {{{choices}}};"
+                test = "v.s == choices[k]"
+            else:
+                kind, member, render = "kInt", "v.i", "v.i"
+                choices = ", ".join(f"int64_t{{{int(c)}}}" for c in attribute.choices)
+                decl = f"static const int64_t choices[] = {{{choices}}};"
+                test = "v.i == choices[k]"
+            del member
+            read += (
+                f"    if (v.type == AttrType::kAbsent) {{\n"
+                f"      a->{field} = {default_index};\n"
+                f"    }} else if (v.type != AttrType::{kind}) {{\n"
+                f"      return invalid({type_message}(onnx_attr_type_name(v.type)));\n"
+                f"    }} else {{\n"
+                f"      {decl}\n"
+                f"      int found = -1;\n"
+                f"      for (int k = 0; k < {len(attribute.choices)}; ++k)\n"
+                f"        if ({test}) found = k;\n"
+                f"      if (found < 0) return invalid({value_message}({render}));\n"
+                f"      a->{field} = found;\n    }}\n  }}\n"
+            )
+        reads.append(read)
+    return (
+        "".join(messages)
+        + f"struct {struct} {{\n" + "\n".join(fields) + "\n};\n"
+        + f"OrtStatus* create_{name}(const OrtKernelInfo* info, void** kernel) {{\n"
+        + f"  auto a = std::make_unique<{struct}>();\n"
+        + "".join(reads)
+        + "  *kernel = a.release();\n  return nullptr;\n}\n"
+        + f"void destroy_{name}(void* kernel) {{ delete static_cast<{struct}*>(kernel); }}\n"
+    )
+
+
+def print_shape_checks(op: spec.OperatorSpec) -> str:
+    """The run-time validation of one op, in spec.validate's order, as a function that fills
+    a Call (shapes, iteration space, result shape) or returns the error status."""
+    name = cxx_identifier(op.name)
+    texts = shape_messages(op)
+    messages = "".join(m.cxx_function() for m in texts.values())
+    lines = [
+        f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, std::vector<int64_t>* "
+        f"result_dims) {{",
+        f"  Input in[{len(spec.INPUT_NAMES)}];",
+        f"  for (size_t i = 0; i < {len(spec.INPUT_NAMES)}; ++i) "
+        "LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
+    ]
+    for i in range(len(spec.INPUT_NAMES)):
+        lines.append(f"  if (!in[{i}].present) return invalid({texts[f'missing_{i}'].name}());")
+    for i in range(len(spec.INPUT_NAMES)):
+        lines.append(
+            f"  if (in[{i}].dims.size() > static_cast<size_t>(kMaxRank)) "
+            f"return invalid({texts[f'rank_{i}'].name}("
+            f"static_cast<int64_t>(in[{i}].dims.size())));"
+        )
+    go, x, t = (OPERAND_INDEX[n] for n in ("grad_output", "self", "target"))
+    lines += [
+        "  std::vector<int64_t> b, space;",
+        f"  Conflict k = broadcast_two(in[{x}].dims, in[{t}].dims, &b);",
+        f"  if (k.axis >= 0) return invalid({texts['self_target'].name}(in[{x}].dims, "
+        f"in[{t}].dims, k.negative_axis(), k.first, k.second));",
+        f"  k = broadcast_two(in[{go}].dims, b, &space);",
+        f"  if (k.axis >= 0) return invalid({texts['grad_output'].name}(in[{go}].dims, b, "
+        "k.negative_axis(), k.first, k.second));",
+    ]
+    if not op.grad_output_may_enlarge:
+        lines += [
+            f"  const std::vector<int64_t>& g = in[{go}].dims;",
+            "  if (g.size() > b.size()) return invalid("
+            f"{texts['enlarge_rank'].name}(g, b, static_cast<int64_t>(g.size()), "
+            "static_cast<int64_t>(b.size())));",
+            "  const size_t offset = b.size() - g.size();",
+            "  for (size_t i = 0; i < g.size(); ++i)",
+            "    if (g[i] != 1 && g[i] != b[offset + i]) return invalid("
+            f"{texts['enlarge_axis'].name}(g, b, static_cast<int64_t>(i) - "
+            "static_cast<int64_t>(g.size()), g[i], b[offset + i]));",
+            "  space = b;",
+        ]
+    follows = OPERAND_INDEX.get(op.differentiates)
+    lines += [
+        f"  for (int i = 0; i < {len(spec.INPUT_NAMES)}; ++i) {{",
+        "    c->shapes.operand[i] = to_shape(in[i].dims);",
+        "    c->data[i] = in[i].data;",
+        "  }",
+        "  c->space = to_shape(space);",
+        f"  *result_dims = {f'in[{follows}].dims' if follows is not None else 'space'};",
+        "  c->result = to_shape(*result_dims);",
+        "  c->ctx = ctx;",
+        "  c->reduces = "
+        + ("is_summed(c->result, c->space);" if follows is not None else "false;"),
+        "  return nullptr;",
+        "}",
+    ]
+    return messages + "\n".join(lines) + "\n"
+
+
+def print_compute(
+    op: spec.OperatorSpec,
+    element: spec.FloatType,
+    slots: Mapping[tuple[tuple[int, ...], int], tuple[str, str, tuple[str, ...]]],
+) -> str:
+    """compute_<op>_<type>: validate, allocate the output, pick the variant, run it.
+
+    `slots` maps (attribute class indices, pattern slot) to (kernel struct, parameter
+    function, marker names)."""
+    name = cxx_identifier(op.name)
+    type_name = cxx_identifier(element.name)
+    compute = COMPUTE_TYPES[spec.compute_type(element).mlir]
+    # The class index of every attribute, combined into one number (mixed radix).
+    terms = []
+    radix = 1
+    for attribute in reversed(op.attributes):
+        field = cxx_identifier(attribute.name)
+        count = len(attribute_classes(attribute))
+        if attribute.kind is spec.AttrKind.FLOAT:
+            minimum = cxx_float_literal(float(attribute.minimum or 0.0), compute)
+            index = f"(static_cast<{compute}>(a.{field}) > {minimum} ? 1 : 0)"
+        else:
+            index = f"a.{field}"
+        terms.append(f"{index} * {radix}" if radix != 1 else index)
+        radix *= count
+    cases = []
+    for (classes, slot), (kernel, params, markers) in sorted(slots.items()):
+        combined = 0
+        scale = 1
+        for attribute, k in reversed(list(zip(op.attributes, classes, strict=True))):
+            combined += k * scale
+            scale *= len(attribute_classes(attribute))
+        args = "".join(f", a.{cxx_identifier(m)}" for m in markers)
+        cases.append(
+            f"    case {combined * NUM_SLOTS + slot}: return run_variant<variants::{kernel}>"
+            f"(c, variants::{params}(c.shapes{args}));"
+        )
+    struct_name = attrs_struct_name(op)
+    return (
+        f"OrtStatus* compute_{name}_{type_name}(const void* kernel, OrtKernelContext* ctx) {{\n"
+        f"  const {struct_name}& a = *static_cast<const {struct_name}*>(kernel);\n"
+        "  Call c;\n  std::vector<int64_t> result_dims;\n"
+        f"  LOSSGRAD_TRY(check_{name}(ctx, &c, &result_dims));\n"
+        "  OrtValue* output = nullptr;\n"
+        "  result_dims.reserve(1);  // a 0-d output still passes a valid pointer\n"
+        "  LOSSGRAD_TRY(g_api->KernelContext_GetOutput(ctx, 0, result_dims.data(), "
+        "result_dims.size(), &output));\n"
+        "  LOSSGRAD_TRY(g_api->GetTensorMutableData(output, &c.out));\n"
+        f"  const int attribute_class = {' + '.join(terms)};\n"
+        "  const int slot = c.rank0_pattern() | (c.reduces ? 4 : 0);\n"
+        f"  switch (attribute_class * {NUM_SLOTS} + slot) {{\n"
+        + "\n".join(cases)
+        + "\n    default: break;\n  }\n"
+        f"  return failure({cxx_string_literal(op.name + ': no kernel variant for this call')});\n"
+        "}\n"
+    )
+
+
+def print_registration(entries: list[tuple[spec.OperatorSpec, spec.FloatType]]) -> str:
+    """The table of custom ops (one per op and element type) and RegisterCustomOps."""
+    ops = []
+    for op, element in entries:
+        name = cxx_identifier(op.name)
+        ops.append(
+            f"      make_custom_op({cxx_string_literal(op.name)}, "
+            f"static_cast<ONNXTensorElementDataType>({element.onnx}), create_{name}, "
+            f"compute_{name}_{cxx_identifier(element.name)}, destroy_{name}),"
+        )
+    return (
+        "std::vector<CustomOp>& all_ops() {\n"
+        "  static std::vector<CustomOp> ops = {\n" + "\n".join(ops) + "\n  };\n  return ops;\n}\n"
+        "}  // namespace lossgrad\n\n"
+        'extern "C" __attribute__((visibility("default")))\n'
+        "OrtStatus* RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {\n"
+        "  const OrtApi* api = base->GetApi(ORT_API_VERSION);\n"
+        "  if (!api) {  // a runtime older than the headers answers through API 1\n"
+        "    const std::string m = std::string("
+        + cxx_string_literal("the lossgrad kernel library needs ONNX Runtime API ")
+        + ") + std::to_string(ORT_API_VERSION) + "
+        + cxx_string_literal(", found ")
+        + " + base->GetVersionString();\n"
+        "    return base->GetApi(1)->CreateStatus(ORT_FAIL, m.c_str());\n  }\n"
+        "  lossgrad::g_api = api;\n"
+        "  static OrtCustomOpDomain* domain = nullptr;  // lives as long as the process\n"
+        "  if (!domain) {\n"
+        f"    LOSSGRAD_TRY(api->CreateCustomOpDomain({cxx_string_literal(spec.DOMAIN)}, "
+        "&domain));\n"
+        "    for (lossgrad::CustomOp& op : lossgrad::all_ops())\n"
+        "      LOSSGRAD_TRY(api->CustomOpDomain_Add(domain, &op));\n"
+        "  }\n"
+        "  return api->AddCustomOpDomain(options, domain);\n}\n"
+    )

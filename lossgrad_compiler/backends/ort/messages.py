@@ -1,0 +1,212 @@
+"""Error messages of the generated kernels, derived from spec.py rather than written again.
+
+Each message is obtained by making spec (or the ONNX attribute reader) reject a call built
+from sentinel values, then cutting the text at the sentinels: what remains is literal text
+that spec wrote, and each sentinel becomes a slot the C++ fills at run time with the same
+rendering Python uses (repr of an int, a float, a str, a shape list). If spec changes a
+sentence, the kernels follow on the next build; if a sentinel cannot be found exactly once,
+generation fails loudly instead of printing a wrong message."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from onnx import AttributeProto
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ort.cxx_text import cxx_identifier, cxx_string_literal
+from lossgrad_compiler.backends.ort.errors import OrtBackendError
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.onnx.attributes import attribute_values
+
+# How a slot is rendered in C++ from an argument of the given C++ type.
+_RENDER = {
+    "int": ("int64_t", "std::to_string({})"),
+    "shape": ("const std::vector<int64_t>&", "shape_repr({})"),
+    "str": ("const std::string&", "str_repr({})"),
+    "float": ("double", "float_repr({})"),
+    "text": ("const char*", "std::string({})"),
+}
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    kind: str  # a key of _RENDER
+
+
+@dataclass(frozen=True)
+class Sentinel:
+    rendering: str  # how Python printed the sentinel value in the message
+    slot: Slot
+    number: bool = False  # match only as a whole number (not inside a longer one)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message: literal text and slots, in order."""
+
+    name: str
+    parts: tuple[str | Slot, ...]
+
+    @property
+    def slots(self) -> list[Slot]:
+        return [p for p in self.parts if isinstance(p, Slot)]
+
+    def cxx_function(self) -> str:
+        params = ", ".join(f"{_RENDER[s.kind][0]} {s.name}" for s in self.slots)
+        pieces = []
+        for part in self.parts:
+            if isinstance(part, Slot):
+                pieces.append(_RENDER[part.kind][1].format(part.name))
+            elif part:
+                pieces.append(f"std::string({cxx_string_literal(part)})")
+        body = " + ".join(pieces) or "std::string()"
+        return f"inline std::string {self.name}({params}) {{ return {body}; }}\n"
+
+
+def message_from(name: str, error: LossGradError, sentinels: Sequence[Sentinel]) -> Message:
+    """Cut `str(error)` at each sentinel (in the given order: longer renderings first)."""
+    parts: list[str | Slot] = [str(error)]
+    for sentinel in sentinels:
+        pattern = re.escape(sentinel.rendering)
+        if sentinel.number:
+            pattern = r"(?<![\d.\-])" + pattern + r"(?![\d.])"
+        found: list[str | Slot] = []
+        count = 0
+        for part in parts:
+            if isinstance(part, Slot):
+                found.append(part)
+                continue
+            pieces = re.split(pattern, part)
+            count += len(pieces) - 1
+            for i, piece in enumerate(pieces):
+                if i:
+                    found.append(sentinel.slot)
+                found.append(piece)
+        if count != 1:
+            raise OrtBackendError(
+                f"message '{name}': sentinel {sentinel.rendering!r} found {count} times in "
+                f"{str(error)!r}"
+            )
+        parts = found
+    return Message(name, tuple(p for p in parts if p != ""))
+
+
+def _raised(call: Callable[[], object]) -> LossGradError:
+    try:
+        call()
+    except LossGradError as error:
+        return error
+    raise OrtBackendError("spec accepted a call built to be rejected")
+
+
+def _info(shape: tuple[int, ...]) -> spec.TensorInfo:
+    return spec.TensorInfo(spec.FLOAT32, shape)
+
+
+def _validate(op: spec.OperatorSpec, go: tuple, x: tuple, t: tuple) -> Callable[[], object]:
+    return lambda: spec.validate(
+        op.name, {"grad_output": _info(go), "self": _info(x), "target": _info(t)}, {}
+    )
+
+
+# Sentinel sizes: distinct numbers that occur nowhere else in a message.
+_A, _B, _C = 7001, 7002, 7003
+_TOO_MANY = spec.MAX_RANK + 29
+
+
+def shape_messages(op: spec.OperatorSpec) -> dict[str, Message]:
+    """Messages of the run-time checks of one op, keyed by check."""
+    prefix = cxx_identifier(op.name)
+    out: dict[str, Message] = {}
+    for i, name in enumerate(spec.INPUT_NAMES):
+        infos = {n: None if n == name else _info(()) for n in spec.INPUT_NAMES}
+        error = _raised(lambda infos=infos: spec.validate(op.name, infos, {}))
+        out[f"missing_{i}"] = message_from(f"{prefix}_missing_{i}", error, [])
+        shapes = [(1,) * _TOO_MANY if n == name else () for n in spec.INPUT_NAMES]
+        error = _raised(_validate(op, *shapes))
+        rank = Sentinel(str(_TOO_MANY), Slot("rank", "int"), number=True)
+        out[f"rank_{i}"] = message_from(f"{prefix}_rank_{i}", error, [rank])
+    # self and target do not broadcast.
+    x, t = (_A, 5), (_B, 5)
+    error = _raised(_validate(op, (), x, t))
+    out["self_target"] = message_from(
+        f"{prefix}_self_target",
+        error,
+        _broadcast_sentinels(x, t),
+    )
+    # grad_output does not broadcast with B.
+    go, b = (_A, 5), (_B, 5)
+    error = _raised(_validate(op, go, b, b))
+    out["grad_output"] = message_from(f"{prefix}_grad_output", error, _broadcast_sentinels(go, b))
+    if not op.grad_output_may_enlarge:
+        go, b = (1,) * (_TOO_MANY + 1), (5,) * _TOO_MANY
+        error = _raised(lambda: spec.check_no_enlarge(op, go, b))
+        out["enlarge_rank"] = message_from(
+            f"{prefix}_enlarge_rank",
+            error,
+            [
+                Sentinel(str(list(go)), Slot("first_shape", "shape")),
+                Sentinel(str(list(b)), Slot("second_shape", "shape")),
+                Sentinel(str(len(go)), Slot("first_rank", "int"), number=True),
+                Sentinel(str(len(b)), Slot("second_rank", "int"), number=True),
+            ],
+        )
+        go, b = (_C, 5), (1, 5)
+        error = _raised(lambda: spec.check_no_enlarge(op, go, b))
+        out["enlarge_axis"] = message_from(
+            f"{prefix}_enlarge_axis",
+            error,
+            [
+                Sentinel(str(list(go)), Slot("first_shape", "shape")),
+                Sentinel(str(list(b)), Slot("second_shape", "shape")),
+                Sentinel("-2", Slot("axis", "int"), number=True),
+                Sentinel(str(_C), Slot("first", "int"), number=True),
+                Sentinel("1", Slot("second", "int"), number=True),
+            ],
+        )
+    return out
+
+
+def _broadcast_sentinels(first: tuple[int, ...], second: tuple[int, ...]) -> list[Sentinel]:
+    return [
+        Sentinel(str(list(first)), Slot("first_shape", "shape")),
+        Sentinel(str(list(second)), Slot("second_shape", "shape")),
+        Sentinel("-2", Slot("axis", "int"), number=True),
+        Sentinel(str(first[0]), Slot("first", "int"), number=True),
+        Sentinel(str(second[0]), Slot("second", "int"), number=True),
+    ]
+
+
+_STRING_SENTINEL = "lossgrad_sentinel_value"
+_INT_SENTINEL = 7004
+_FLOAT_SENTINEL = -7005.25
+_TYPE_SENTINEL = AttributeProto.GRAPHS  # an ONNX type name no message contains otherwise
+
+
+def attribute_messages(op: spec.OperatorSpec, attribute: spec.AttributeSpec) -> dict[str, Message]:
+    """`type`: the attribute has another ONNX type; `value`: its value is outside the rule."""
+    prefix = f"{cxx_identifier(op.name)}_{cxx_identifier(attribute.name)}"
+    wrong = AttributeProto(name=attribute.name, type=_TYPE_SENTINEL)
+    error = _raised(lambda: attribute_values(op.name, [wrong]))
+    type_name = AttributeProto.AttributeType.Name(_TYPE_SENTINEL)
+    out = {
+        "type": message_from(
+            f"{prefix}_type", error, [Sentinel(type_name, Slot("type_name", "text"))]
+        )
+    }
+    if attribute.kind is spec.AttrKind.STRING:
+        value: object = _STRING_SENTINEL
+        sentinel = Sentinel(repr(_STRING_SENTINEL), Slot("value", "str"))
+    elif attribute.kind is spec.AttrKind.INT:
+        value = _INT_SENTINEL
+        sentinel = Sentinel(str(_INT_SENTINEL), Slot("value", "int"), number=True)
+    else:
+        value = _FLOAT_SENTINEL
+        sentinel = Sentinel(repr(_FLOAT_SENTINEL), Slot("value", "float"), number=True)
+    error = _raised(lambda: attribute.check(op.name, value))
+    out["value"] = message_from(f"{prefix}_value", error, [sentinel])
+    return out

@@ -1,0 +1,125 @@
+"""The set of variants the kernel library needs, built by lowering level-1 functions.
+
+Attributes are run-time values of a node, so the library holds one variant per
+(op, element type, attribute class, shape pattern) and the glue picks one per call:
+
+* attribute classes, from spec's table: every choice of a STRING or INT attribute, and for a
+  FLOAT attribute with a minimum its two level-2 forms, "== minimum" and "> minimum" (judged
+  after rounding to the compute type, as docs/level2.md rules for beta). The "> minimum" form
+  is lowered with a MARKER value that the printer turns into the run-time parameter;
+* shape patterns, at representative rank 2 with every size dynamic except:
+  `full` (self and target of rank 2), `self0`/`target0`/`both0` (those operands 0-d: the
+  scale takes another form there) and, for ops whose result takes an operand's shape, `sum`
+  (that operand broadcast on its last axis: the IR sums into it). grad_output is always 0-d
+  in the IR; at run time it broadcasts like any operand.
+
+The glue selects the pattern from the run-time shapes: which of self/target are 0-d, and
+whether the result is summed (the rule of docs/level2.md and reference.sum_to_shape).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.builder import ImplicitBuilder
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+from xdsl.ir import Attribute
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ort.variant_printer import Variant, print_variant
+from lossgrad_compiler.context import make_context
+from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
+
+# Stands for a FLOAT attribute above its minimum while lowering; the printer recognises the
+# constant it becomes (rounded to the compute type) and prints the run-time parameter. It
+# must not equal any constant a formula uses (0, 1, -1) in any float type.
+MARKER = 0.7853981633974483
+
+_D = DYNAMIC_INDEX
+PATTERNS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    # name: (self shape, target shape); grad_output is 0-d
+    "full": ((_D, _D), (_D, _D)),
+    "self0": ((), (_D, _D)),
+    "target0": ((_D, _D), ()),
+    "both0": ((), ()),
+}
+_SUM_SHAPE = (_D, 1)
+OPERAND_INDEX = {name: i for i, name in enumerate(spec.INPUT_NAMES)}
+
+
+@dataclass(frozen=True)
+class AttrClass:
+    """One level-2 form of one attribute: the value lowered with and how glue tests for it."""
+
+    attribute: spec.AttributeSpec
+    value: str | int | float
+    index: int  # position among the attribute's classes
+
+
+def attribute_classes(attribute: spec.AttributeSpec) -> list[AttrClass]:
+    if attribute.choices is not None:
+        return [AttrClass(attribute, c, i) for i, c in enumerate(attribute.choices)]
+    if attribute.kind is spec.AttrKind.FLOAT and attribute.minimum is not None:
+        return [AttrClass(attribute, attribute.minimum, 0), AttrClass(attribute, MARKER, 1)]
+    raise ValueError(f"attribute '{attribute.name}' has no finite set of level-2 forms")
+
+
+def patterns(op: spec.OperatorSpec) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    found = dict(PATTERNS)
+    if op.differentiates == "self":
+        found["sum"] = (_SUM_SHAPE, (_D, _D))
+    elif op.differentiates == "target":
+        found["sum"] = ((_D, _D), _SUM_SHAPE)
+    return found
+
+
+@dataclass(frozen=True)
+class LoweredVariant:
+    op: spec.OperatorSpec
+    element: spec.FloatType
+    classes: tuple[AttrClass, ...]
+    pattern: str
+    variant: Variant
+
+
+def level2_function(
+    op: spec.OperatorSpec,
+    element: spec.FloatType,
+    attrs: dict[str, object],
+    self_shape: tuple[int, ...],
+    target_shape: tuple[int, ...],
+) -> func.FuncOp:
+    """A level-1 function with one op of `op`, lowered by lower-lossgrad."""
+    mlir_type = _mlir_float(element)
+    types = [TensorType(mlir_type, s) for s in ((), self_shape, target_shape)]
+    function = func.FuncOp("variant", (types, []))
+    with ImplicitBuilder(function.body) as (go, x, t):
+        result = make_op(op.name, go, x, t, spec.check_attributes(op, attrs))
+        func.ReturnOp(result)
+    function.function_type = func.FunctionType.from_lists(types, [result.results[0].type])
+    module = ModuleOp([function])
+    LowerLossgradPass().apply(make_context(), module)
+    return function
+
+
+def _mlir_float(element: spec.FloatType) -> Attribute:
+    return MLIR_FLOAT_TYPES[element.mlir]
+
+
+def lowered_variants(op: spec.OperatorSpec, element: spec.FloatType) -> Iterator[LoweredVariant]:
+    """Every (attribute classes, pattern) variant of one op and element type."""
+    per_attribute = [attribute_classes(a) for a in op.attributes]
+    result_operand = OPERAND_INDEX.get(op.differentiates)
+    for classes in itertools.product(*per_attribute):
+        attrs = {c.attribute.name: c.value for c in classes}
+        markers = {
+            c.attribute.name: MARKER for c in classes if isinstance(c.value, float)
+        }
+        for name, (self_shape, target_shape) in patterns(op).items():
+            function = level2_function(op, element, attrs, self_shape, target_shape)
+            variant = print_variant(function, markers, result_operand)
+            yield LoweredVariant(op, element, tuple(classes), name, variant)

@@ -1,0 +1,100 @@
+"""The native ONNX Runtime kernels from Python: build on first use, load, run.
+
+`library_path()` builds (once, cached on disk) the kernel library that
+lossgrad_compiler.backends.ort prints and returns its path; `session(model, **options)`
+returns an InferenceSession with it registered. The model is compiled with the ONNX
+backend's `functions` mode first, so every ai.lossgrad node also carries its model-local
+function: ORT runs the native kernel where one is registered for the node's types and the
+function otherwise. Without a compiler or headers the session runs the functions alone,
+after one warning."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from onnx import ModelProto
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ort.build import NativeUnavailableError, build_shared_library
+from lossgrad_compiler.backends.ort.library import library_source
+
+LIBRARY_NAME = "liblossgrad_ort"
+
+
+@cache
+def library_path() -> Path:
+    """The built kernel library (NativeUnavailableError without compiler or headers)."""
+    return build_shared_library(library_source(), LIBRARY_NAME)
+
+
+@cache
+def native_library() -> Path | None:
+    """library_path(), or None after warning once that the native kernels are unavailable."""
+    try:
+        return library_path()
+    except NativeUnavailableError as err:
+        warnings.warn(
+            f"lossgrad native ORT kernels unavailable ({err}); using the ONNX function path",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
+    """`model` with every ai.lossgrad node checked (attributes included, unknown ones
+    rejected with spec's error) and given its model-local function."""
+    from lossgrad_compiler.driver import compile_model, load_model
+    from lossgrad_compiler.onnx.attributes import attributes_from_node
+
+    loaded = load_model(model)
+    for node in loaded.graph.node:
+        if node.domain == spec.DOMAIN:
+            attributes_from_node(node)
+    return compile_model(loaded, target="ort", mode="functions").model
+
+
+def session_options(native: bool = True, **options: Any) -> ort.SessionOptions:
+    """SessionOptions with `options` set as attributes (intra_op_num_threads, ...) and the
+    kernel library registered when `native` and it is available."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3  # fp16 function bodies log constant-folding warnings otherwise
+    for name, value in options.items():
+        if not hasattr(so, name):
+            raise TypeError(f"onnxruntime.SessionOptions has no option '{name}'")
+        setattr(so, name, value)
+    if native:
+        path = native_library()
+        if path is not None:
+            so.register_custom_ops_library(str(path))
+    return so
+
+
+def session(
+    model: ModelProto | bytes | str | Path, native: bool = True, **options: Any
+) -> ort.InferenceSession:
+    """An InferenceSession of `model` (prepared by prepare_model) on the CPU provider, with
+    the native kernels registered (unless `native` is False) and `options` applied."""
+    prepared = prepare_model(model)
+    return ort.InferenceSession(
+        prepared.SerializeToString(),
+        session_options(native, **options),
+        providers=["CPUExecutionProvider"],
+    )
+
+
+def run_native(
+    model: ModelProto | bytes | str | Path, feeds: Mapping[str, np.ndarray], threads: int = 1
+) -> list[np.ndarray]:
+    """All outputs of one run of `model` with the native kernels on `threads` intra-op
+    threads; feeds and outputs are numpy arrays of any of the four float types."""
+    from lossgrad_compiler.backends.onnx.run import run_session
+
+    sess = session(model, intra_op_num_threads=threads, inter_op_num_threads=1)
+    return run_session(sess, feeds)
