@@ -159,7 +159,7 @@ def torch_native(
     op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
 ) -> np.ndarray:
     """The gradient computed by torch in the inputs' own types (per-step rounding for half
-    types); only for same-dtype inputs and grad_output of the loss's shape."""
+    types); for same-dtype inputs, and a one-element grad_output unless reduction is none."""
     checked = _checked(op_type, inputs, attrs)
     dtype = _TORCH_DTYPES[np.dtype(inputs["self"].dtype)]
     go, x, t = (_tensor(inputs[n], dtype) for n in spec.INPUT_NAMES)
@@ -173,7 +173,8 @@ def torch_native(
         else:
             loss = F.kl_div(x, t, reduction=reduction, log_target=bool(checked.attrs["log_target"]))
     wrt = t if checked.op is spec.KL_DIV_TARGET_BACKWARD else x
-    (grad,) = torch.autograd.grad(loss, wrt, go.reshape(loss.shape))
+    grad_outputs = go.expand(loss.shape) if reduction == "none" else go.reshape(())
+    (grad,) = torch.autograd.grad(loss, wrt, grad_outputs)
     return _to_numpy(grad, np.dtype(inputs["self"].dtype))
 
 
