@@ -50,6 +50,7 @@ class Site:
     index: int
     location: str  # the node's path in messages: "if1/then_branch/kl" or "my.Func/kl"
     depth: int  # how many subgraphs deep `container` is (0: main graph or function body)
+    in_function: bool  # inside the body of a model-local function (at any depth)
     call: spec.CheckedCall
     signature: Signature
 
@@ -233,8 +234,9 @@ class _Walker:
         linked: Mapping[str, AttributeProto] | None,
     ) -> None:
         call, signature = self._check(node, types, location, linked)
-        site = Site(node, container, index, location, depth, call, signature)
-        if isinstance(container, FunctionProto) or linked is not None:
+        in_function = linked is not None
+        site = Site(node, container, index, location, depth, in_function, call, signature)
+        if in_function:
             earlier = self._function_sites.get((id(container), index))
             if earlier is not None:
                 if earlier.signature != site.signature:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from onnx import FunctionProto, ModelProto, helper
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.backends.onnx.inline import apply_inline
 from lossgrad_compiler.backends.onnx.opsets import (
     FUNCTIONS_IR_VERSION,
     ensure_import,
@@ -43,15 +44,24 @@ def apply_functions(
     imported: ImportedModel, bodies: Mapping[str, TranslatedFunction]
 ) -> ModelProto:
     """Functions mode, in place: nodes get `overload` and explicit attributes, the model one
-    FunctionProto per signature (replacing one of the same overload from an earlier run)."""
+    FunctionProto per signature (replacing one of the same overload from an earlier run).
+
+    Nodes inside model-local functions are inlined instead: ONNX Runtime (1.31) ignores
+    `overload` when it resolves a call made from a function body."""
     model = imported.model
     opset = onnx_opset(model)
+    nested = [site for site in imported.sites if site.in_function]
+    if nested:
+        apply_inline(imported, bodies, nested)
+    signatures: dict[str, Signature] = {}
     for site in imported.sites:
-        site.node.overload = site.signature.id
-        _write_missing_attributes(site)
+        if not site.in_function:
+            site.node.overload = site.signature.id
+            _write_missing_attributes(site)
+            signatures[site.signature.id] = site.signature
     new = {
         (spec.DOMAIN, s.op_type, sid): signature_function(s, bodies[sid], opset)
-        for sid, s in imported.signatures.items()
+        for sid, s in signatures.items()
     }
     for i in reversed(range(len(model.functions))):
         f = model.functions[i]
@@ -59,8 +69,9 @@ def apply_functions(
             del model.functions[i]
     model.functions.extend(new.values())
     ensure_import(model.opset_import, "", opset)
-    ensure_import(model.opset_import, spec.DOMAIN, spec.OPSET_VERSION)
-    model.ir_version = max(model.ir_version, FUNCTIONS_IR_VERSION)
+    if new:
+        ensure_import(model.opset_import, spec.DOMAIN, spec.OPSET_VERSION)
+        model.ir_version = max(model.ir_version, FUNCTIONS_IR_VERSION)
     return model
 
 

@@ -7,7 +7,7 @@ goes too, so the model needs nothing but stock ONNX Runtime. Everything else is 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from onnx import FunctionProto, GraphProto, ModelProto, NodeProto
@@ -63,15 +63,20 @@ class InlineTemplate:
             copy.output.extend([prefix + n if i is None else actual[i] for i, n in t.outputs])
 
 
-def apply_inline(imported: ImportedModel, bodies: Mapping[str, TranslatedFunction]) -> ModelProto:
-    """Inline mode, in place."""
+def apply_inline(
+    imported: ImportedModel,
+    bodies: Mapping[str, TranslatedFunction],
+    sites: Sequence[Site] | None = None,
+) -> ModelProto:
+    """Inline mode, in place, for `sites` (default: every site of the model)."""
     model = imported.model
+    sites = imported.sites if sites is None else sites
     opset = onnx_opset(model)
-    remaining = count_domain_nodes(model, spec.DOMAIN) - len(imported.sites)
+    remaining = count_domain_nodes(model, spec.DOMAIN) - len(sites)
     names = UniqueNames(all_names(model))
-    templates = {sid: InlineTemplate(bodies[sid]) for sid in imported.signatures}
+    templates = {s.signature.id: InlineTemplate(bodies[s.signature.id]) for s in sites}
     by_container: dict[int, list[Site]] = defaultdict(list)
-    for site in imported.sites:
+    for site in sites:
         by_container[id(site.container)].append(site)
     # Deepest scopes first: rebuilding a node list copies its nodes, subgraphs included.
     for sites in sorted(by_container.values(), key=lambda s: -s[0].depth):
