@@ -74,7 +74,7 @@ def apply_inline(
     opset = onnx_opset(model)
     remaining = count_domain_nodes(model, spec.DOMAIN) - len(sites)
     names = UniqueNames(all_names(model))
-    templates = {s.signature.id: InlineTemplate(bodies[s.signature.id]) for s in sites}
+    templates = {sid: InlineTemplate(bodies[sid]) for sid in {s.signature.id for s in sites}}
     by_container: dict[int, list[Site]] = defaultdict(list)
     for site in sites:
         by_container[id(site.container)].append(site)
