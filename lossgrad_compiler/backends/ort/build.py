@@ -32,9 +32,16 @@ FETCH_SCRIPT = PROJECT_ROOT / "scripts" / "fetch_ort_headers.sh"
 SYSTEM_INCLUDE = Path("/usr/include/onnxruntime")
 HEADER = "onnxruntime_c_api.h"
 
+ENV_MARCH = "LOSSGRAD_ORT_MARCH"
 # -fno-trapping-math lets g++ keep division and selects branch-free (reference/onnx-ort.md
-# §4.3); -fno-math-errno only drops errno writes. Neither changes a result; no -ffast-math.
-OPTIMIZE_FLAGS: tuple[str, ...] = ("-O3", "-fno-trapping-math", "-fno-math-errno")
+# §4.3); -fno-math-errno only drops errno writes; -ffp-contract=off keeps a*b+c two roundings,
+# as the level-2 IR and reference.py compute. None changes a result; no -ffast-math.
+OPTIMIZE_FLAGS: tuple[str, ...] = (
+    "-O3",
+    "-fno-trapping-math",
+    "-fno-math-errno",
+    "-ffp-contract=off",
+)
 LIBRARY_FLAGS: tuple[str, ...] = ("-std=c++17", "-fPIC", "-shared", "-fvisibility=hidden")
 
 
@@ -48,6 +55,28 @@ class Toolchain:
     version: str  # the compiler's --version output
     include: Path  # directory holding onnxruntime_c_api.h
     api_version: int  # ORT_API_VERSION of those headers
+    arch_flags: tuple[str, ...]  # e.g. ("-march=znver3",): part of the cache key
+
+
+def arch_flags(compiler: tuple[str, ...]) -> tuple[str, ...]:
+    """`-march=` for this machine, spelled out (the library is built where it runs, and the
+    resolved name keys the cache, so a cache shared with another CPU never serves it).
+    $LOSSGRAD_ORT_MARCH overrides it (e.g. x86-64-v2); empty means the compiler default."""
+    configured = os.environ.get(ENV_MARCH)
+    if configured is not None:
+        return (f"-march={configured}",) if configured.strip() else ()
+    try:
+        done = subprocess.run(
+            [*compiler, "-march=native", "-Q", "--help=target"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    found = re.search(r"^\s*-march=\s+(\S+)", done.stdout, re.MULTILINE)
+    return (f"-march={found.group(1)}",) if found else ()
 
 
 def find_compiler() -> tuple[str, ...]:
@@ -110,7 +139,9 @@ def toolchain() -> Toolchain:
     except (OSError, subprocess.SubprocessError) as err:
         raise NativeUnavailableError(f"'{' '.join(compiler)} --version' failed: {err}") from None
     include = find_headers()
-    return Toolchain(compiler, done.stdout.strip(), include, api_version(include))
+    return Toolchain(
+        compiler, done.stdout.strip(), include, api_version(include), arch_flags(compiler)
+    )
 
 
 def cache_dir() -> Path:
@@ -136,7 +167,7 @@ def build_shared_library(
 ) -> Path:
     """The shared library built from `source` with `flags` (cached; built on first use)."""
     tools = tools or toolchain()
-    all_flags = (*LIBRARY_FLAGS, *flags)
+    all_flags = (*LIBRARY_FLAGS, *tools.arch_flags, *flags)
     key = cache_key(source, tools, all_flags)
     directory = directory or cache_dir()
     library = directory / f"{name}-{key[:24]}.so"

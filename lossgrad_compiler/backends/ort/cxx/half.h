@@ -80,7 +80,7 @@ inline To convert(From v) {
   }
 }
 
-constexpr int64_t kBlock = 256;  // elements per load/compute/store block
+constexpr int64_t kBlock = 1024;  // elements per load/compute/store block (fits L1)
 
 // A block of `n` values of operand storage T, `stride` elements apart (0 = broadcast), as C.
 // Returns `p` itself when no conversion or gather is needed.

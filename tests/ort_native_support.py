@@ -1,0 +1,85 @@
+"""Shared helpers of the native ORT kernel tests: single-node models and sessions that use
+the built kernel library (tests skip when no compiler or headers are available)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import ModelProto
+
+from lossgrad_compiler import onnx as lo
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.onnx.run import run_session
+from lossgrad_compiler.backends.ort.build import NativeUnavailableError
+from lossgrad_compiler.runtime.ort import library_path
+
+FEED_NAMES = ("go", "x", "t")
+
+
+def native_library() -> str:
+    """The kernel library's path, or skip the test when it cannot be built here."""
+    try:
+        return str(library_path())
+    except NativeUnavailableError as err:
+        pytest.skip(f"native ORT kernels unavailable: {err}")
+
+
+def node_model(
+    op_type: str,
+    attrs: dict[str, Any],
+    dtypes: tuple[Any, Any, Any],
+    shapes: tuple[tuple, tuple, tuple],
+    result: tuple[Any, tuple] | None = None,
+    *,
+    write_attributes: bool = True,
+    node_name: str = "node",
+) -> ModelProto:
+    """One ai.lossgrad node over graph inputs go, x, t; output `out`.
+
+    With write_attributes=False the attributes are put on the node as given (wrong types
+    and values included), bypassing the builders' checks."""
+    if write_attributes:
+        node = lo.make_node(op_type, list(FEED_NAMES), "out", name=node_name, **attrs)
+    else:
+        from onnx import helper
+
+        node = helper.make_node(
+            op_type, list(FEED_NAMES), ["out"], name=node_name, domain=spec.DOMAIN, **attrs
+        )
+    if result is None:  # symbolic sizes of the largest input's rank
+        rank = max(len(shape) for shape in shapes)
+        result = (dtypes[1], tuple(f"o{i}" for i in range(rank)))
+    out_dtype, out_shape = result
+    inputs = [(n, d, s) for n, d, s in zip(FEED_NAMES, dtypes, shapes, strict=True)]
+    graph = lo.make_graph([node], inputs, [("out", out_dtype, out_shape)])
+    return lo.make_model(graph)
+
+
+def case_model(case: Any) -> ModelProto:
+    """The single-node model of a tests.helpers.cases.Case."""
+    dtypes = tuple(case.inputs[n].dtype for n in spec.INPUT_NAMES)
+    shapes = tuple(case.inputs[n].shape for n in spec.INPUT_NAMES)
+    return node_model(
+        case.op_type, case.attrs, dtypes, shapes, (case.result_dtype, case.result_shape)
+    )
+
+
+def native_session(model: ModelProto, threads: int = 1) -> ort.InferenceSession:
+    """A session of `model` as it is, with the kernel library registered."""
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(native_library())
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def feeds_of(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {f: inputs[n] for f, n in zip(FEED_NAMES, spec.INPUT_NAMES, strict=True)}
+
+
+def run(session: ort.InferenceSession, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    return run_session(session, feeds_of(inputs))[0]

@@ -1,0 +1,185 @@
+"""The native ORT kernels against reference.evaluate, across threads, and against the ONNX
+function path: every operator x reduction x log_target/beta x broadcast pattern x element
+type, with special values, empty and 0-d tensors, on 1 and 2 intra-op threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from lossgrad_compiler import reference, spec
+from lossgrad_compiler.backends.onnx.run import run_session
+from lossgrad_compiler.runtime.ort import prepare_model, run_native, session
+from tests.helpers.cases import DTYPES, OP_TYPES, make_case, standard_cases
+from tests.helpers.tolerances import TIGHT, assert_matches
+from tests.ort_native_support import (
+    case_model,
+    feeds_of,
+    native_library,
+    native_session,
+    node_model,
+    run,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _library() -> None:
+    native_library()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op_type", OP_TYPES)
+def test_matches_reference_on_one_and_two_threads(op_type: str, dtype: np.dtype) -> None:
+    """The shared case matrix (every broadcast pattern, grad_output shape and attribute
+    combination), 10% special values; results identical bit for bit across thread counts."""
+    for case in standard_cases(op_type, dtype, seed=11, specials=0.1):
+        model = case_model(case)
+        one = run(native_session(model, threads=1), case.inputs)
+        expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
+        assert_matches(
+            one, expected, case.op_type, case.inputs, case.attrs, tolerance=TIGHT,
+            context=case.label,
+        )
+        two = run(native_session(model, threads=2), case.inputs)
+        assert one.tobytes() == two.tobytes(), case.label
+
+
+# Large enough for many parallel chunks; the sums exercise both loop orders (innermost axis
+# kept or summed) and sums over many terms.
+LARGE_SHAPES = [
+    ("elementwise", (), (300, 257), (300, 257)),
+    ("scalar_go_row_broadcast", (), (300, 257), (257,)),
+    ("full_go", (300, 257), (300, 257), (300, 257)),
+    ("sum_leading", (), (1, 257), (300, 257)),
+    ("sum_inner", (), (300, 1), (300, 257)),
+    ("sum_all", (), (), (300, 257)),
+    ("sum_mixed", (1, 257), (3, 1, 257), (3, 100, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op_type", OP_TYPES)
+@pytest.mark.parametrize("name,go,x_shape,t_shape", LARGE_SHAPES, ids=[s[0] for s in LARGE_SHAPES])
+def test_large_inputs_deterministic_across_threads(
+    op_type: str, dtype: np.dtype, name: str, go: tuple, x_shape: tuple, t_shape: tuple
+) -> None:
+    op = spec.operator(op_type)
+    if op is spec.KL_DIV_TARGET_BACKWARD and name in ("sum_leading", "sum_inner", "sum_all"):
+        x_shape, t_shape = t_shape, x_shape  # KlDivTargetBackward sums into target
+    attrs = {"reduction": "mean", **({"beta": 0.5} if op is spec.SMOOTH_L1_LOSS_BACKWARD else {})}
+    try:
+        case = make_case(op_type, attrs, x_shape, t_shape, go, dtype, seed=3, specials=0.01)
+    except spec.LossGradError:
+        pytest.skip("grad_output would enlarge B for this op")
+    model = case_model(case)
+    one = run(native_session(model, threads=1), case.inputs)
+    two = run(native_session(model, threads=2), case.inputs)
+    assert one.tobytes() == two.tobytes()
+    expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
+    assert_matches(
+        one, expected, op_type, case.inputs, attrs, tolerance=TIGHT, context=case.label
+    )
+
+
+@pytest.mark.parametrize("beta", [0.0, 1e-45, 1e-40, 0.5, 3.0e38, float("inf")])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_beta_forms_follow_rounding_to_compute_type(beta: float, dtype: np.dtype) -> None:
+    """beta is a run-time value: beta rounding to 0 in C takes the sign form (never divides),
+    an infinite beta divides by inf."""
+    case = make_case(
+        "SmoothL1LossBackward", {"reduction": "sum", "beta": beta}, (64,), (64,), (),
+        dtype, seed=5, specials=0.2,
+    )
+    got = run(native_session(case_model(case)), case.inputs)
+    expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
+    assert_matches(got, expected, case.op_type, case.inputs, case.attrs, tolerance=TIGHT)
+
+
+def test_special_values_everywhere() -> None:
+    """Every pairing of 0, -0, inf, -inf, NaN and finite values in go, self and target."""
+    values = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.0, 1e-3])
+    go, x, t = np.meshgrid(values, values, values, indexing="ij")
+    for op_type in OP_TYPES:
+        for attrs in ({"reduction": "none"}, {"reduction": "sum"}):
+            for dtype in DTYPES:
+                inputs = {
+                    "grad_output": go.astype(dtype),
+                    "self": x.astype(dtype),
+                    "target": t.astype(dtype),
+                }
+                model = node_model(
+                    op_type, attrs, (dtype,) * 3, (go.shape,) * 3, (np.dtype(dtype), go.shape)
+                )
+                got = run(native_session(model), inputs)
+                expected = reference.evaluate(op_type, inputs, attrs)
+                assert_matches(got, expected, op_type, inputs, attrs, tolerance=TIGHT)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_native_and_function_paths_agree(dtype: np.dtype) -> None:
+    """session() with and without the library: the same model, the same results. Where
+    the function path (ONNX backend) itself differs from the reference, the native result is
+    still checked against the reference and the case is reported."""
+    function_defects = []
+    for op_type in OP_TYPES:
+        for case in standard_cases(op_type, dtype, seed=7)[::3]:
+            model = case_model(case)
+            feeds = feeds_of(case.inputs)
+            native = run_session(session(model, intra_op_num_threads=1), feeds)[0]
+            function = run_session(session(model, native=False), feeds)[0]
+            expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
+            check = {"op_type": case.op_type, "inputs": case.inputs, "attrs": case.attrs}
+            assert_matches(native, expected, **check, tolerance=TIGHT, context=case.label)
+            try:
+                assert_matches(function, expected, **check, tolerance=TIGHT)
+            except AssertionError:
+                function_defects.append(case.label)
+                continue
+            assert_matches(native, function, **check, tolerance=TIGHT, context=case.label)
+    if function_defects:
+        pytest.xfail(f"the ONNX function path differs from the reference: {function_defects}")
+
+
+def _optimized_ops(model: onnx.ModelProto, path: str) -> list[tuple[str, str]]:
+    session(model, optimized_model_filepath=path)
+    return [(n.domain, n.op_type) for n in onnx.load(path).graph.node]
+
+
+def test_mixed_types_fall_back_to_the_function(tmp_path) -> None:
+    """A node with mixed input types runs its function; same-type nodes run the kernel."""
+    mixed = make_case(
+        "KlDivTargetBackward", {"reduction": "mean"}, (3, 4), (4,), (),
+        (np.float32, np.float16, np.float16), seed=2,
+    )
+    same = make_case("KlDivTargetBackward", {"reduction": "mean"}, (3, 4), (4,), (), np.float16)
+    mixed_ops = _optimized_ops(case_model(mixed), str(tmp_path / "mixed.onnx"))
+    same_ops = _optimized_ops(case_model(same), str(tmp_path / "same.onnx"))
+    assert (spec.DOMAIN, "KlDivTargetBackward") in same_ops
+    assert all(domain != spec.DOMAIN for domain, _ in mixed_ops)
+    for case in (mixed, same):
+        got = run_native(case_model(case), feeds_of(case.inputs), threads=2)[0]
+        expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
+        assert_matches(got, expected, case.op_type, case.inputs, case.attrs, tolerance=TIGHT)
+
+
+def test_run_native_runs_the_example_model() -> None:
+    """The demo's three-node model (symbolic batch, mixed types, broadcast targets)."""
+    from lossgrad_compiler.examples import example_feeds, example_model
+
+    model = example_model()
+    feeds = example_feeds(batch=5)
+    native = run_native(model, feeds, threads=2)
+    function = run_session(session(model, native=False), feeds)
+    assert [a.shape for a in native] == [a.shape for a in function]
+    for a, b in zip(native, function, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=1e-2)
+
+
+def test_prepared_model_keeps_a_function_for_every_node() -> None:
+    case = make_case("SmoothL1LossBackward", {"reduction": "none", "beta": 0.5}, (2, 3), (3,), ())
+    prepared = prepare_model(case_model(case))
+    node = prepared.graph.node[0]
+    assert (node.domain, node.op_type) == (spec.DOMAIN, "SmoothL1LossBackward")
+    assert any(f.overload == node.overload for f in prepared.functions)
