@@ -61,9 +61,10 @@ def evaluate_checked(
 
 
 def scale_value(checked: spec.CheckedCall) -> np.floating | None:
-    """The reduction scale as level2.md computes it, `C(1) / C(n)` in the compute type C,
-    or None where the body multiplies by nothing (none, sum, 0-d self under batchmean, and
-    a divisor of 1, where multiplying by 1 would change no bit).
+    """The reduction scale of a call with static shapes, as level2.md computes it:
+    `C(1) / C(n)` in the compute type C, or None where the body multiplies by nothing
+    (none, sum, 0-d self under batchmean, and a divisor of 1, where multiplying by 1 would
+    change no bit).
 
     The divisor n is recovered from `spec.reduction_scale` (which returns 1/n as a double)
     so that the rule for n lives in spec.py only; round(1 / (1/n)) == n for n < 2**51."""
@@ -222,6 +223,7 @@ def _describes(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray | None
 
 
 def _concrete(shape: spec.Shape | None) -> tuple[int, ...]:
-    """A shape known to be static (arrays were validated); anything else is a bug here."""
-    assert shape is not None and all(isinstance(d, int) for d in shape), shape
+    """A static shape; a CheckedCall with symbolic or unknown shapes cannot be evaluated."""
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise ValueError(f"reference: needs static shapes, got {shape}")
     return tuple(int(d) for d in shape)  # type: ignore[arg-type]

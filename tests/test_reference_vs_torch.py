@@ -39,11 +39,8 @@ def _dtype_id(d: Any) -> str:
     return np.dtype(d).name
 
 
-def check_against_torch(case: cases.Case, context: str = "") -> None:
-    inputs = torch_oracle.without_deviations(case.op_type, case.inputs, case.attrs)
-    ours = reference.evaluate(case.op_type, inputs, case.attrs)
-    expected = torch_oracle.oracle(case.op_type, inputs, case.attrs)
-    assert_matches(ours, expected, case.op_type, inputs, case.attrs, context=context or case.label)
+def check_against_torch(case: cases.Case) -> None:
+    torch_oracle.assert_matches_torch(case.op_type, case.inputs, case.attrs, context=case.label)
 
 
 @pytest.mark.parametrize("specials", [0.0, 0.2], ids=["finite", "specials"])
@@ -219,9 +216,9 @@ def test_deviation_half_per_step_in_random_data(op: str, half: np.dtype) -> None
     for case in cases.standard_cases(op, half, seed=51):
         if case.attrs["reduction"] != "none" and case.inputs["grad_output"].size != 1:
             continue  # torch's API has no per-element grad_output for a reduced loss
-        inputs = torch_oracle.without_deviations(op, case.inputs, case.attrs)
+        inputs, _ = torch_oracle.without_deviations(op, case.inputs, case.attrs)
+        torch_oracle.assert_matches_torch(op, inputs, case.attrs, context=case.label)
         ours = reference.evaluate(op, inputs, case.attrs)
-        assert_matches(ours, torch_oracle.oracle(op, inputs, case.attrs), op, inputs, case.attrs)
         native = torch_oracle.torch_native(op, inputs, case.attrs).astype(np.float64)
         wide = ours.astype(np.float64)
         finite = np.isfinite(wide) & np.isfinite(native)
@@ -260,6 +257,20 @@ def test_deviation_kl_target_empty_b() -> None:
         torch_value = torch_oracle.oracle(KLT, inputs, attrs)
         assert np.isnan(torch_value).any()
         _same(reference.evaluate(KLT, inputs, attrs), np.zeros((2, 1, 3)))
+
+
+def test_deviation_beta_rounds_to_zero() -> None:
+    """beta = 1e-50 is 0 in float32: torch keeps the smooth path and gives NaN for NaN d; the
+    reference takes the sign form, sgn(NaN) = 0."""
+    inputs = {"grad_output": np.ones((), F32), "self": np.array([0.0, NAN, 3.0], F32)}
+    inputs["target"] = np.zeros(3, F32)
+    attrs = {"reduction": "sum", "beta": 1e-50}
+    _same(torch_oracle.smooth_l1_autograd(inputs, attrs), [0.0, NAN, 1.0])
+    _same(reference.evaluate(SL1, inputs, attrs), [0.0, 0.0, 1.0])
+    _, torch_attrs = torch_oracle.without_deviations(SL1, inputs, attrs)
+    assert torch_attrs["beta"] == 0.0
+    as_float64 = {n: a.astype(F64) for n, a in inputs.items()}  # 1e-50 > 0 in float64
+    assert torch_oracle.without_deviations(SL1, as_float64, attrs)[1]["beta"] == 1e-50
 
 
 def test_deviation_aten_beta_zero() -> None:

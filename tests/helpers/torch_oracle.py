@@ -19,7 +19,8 @@ as SPEC.md prescribes: half types are computed in float32) and returns a numpy a
   (see DEVIATIONS).
 
 DEVIATIONS lists where torch and SPEC.md differ on purpose; `without_deviations` replaces
-the input values that trigger them, so the random comparisons test everything else.
+the input values that trigger them, so the random comparisons (`assert_matches_torch`)
+test everything else.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import reference, spec
+
+from .tolerances import assert_matches
 
 DEVIATIONS: dict[str, str] = {
     "half_per_step": (
@@ -56,6 +59,12 @@ DEVIATIONS: dict[str, str] = {
         "KlDivTargetBackward with an empty B: torch evaluates xlogy(t, t) (or exp(t)) at "
         "target's own shape, so 0 * NaN gives NaN for NaN, negative, zero or infinite "
         "targets; SPEC: a sum over an empty set is 0"
+    ),
+    "beta_rounds_to_zero": (
+        "SmoothL1LossBackward, 0 < beta that rounds to 0 in the compute type (e.g. 1e-50 in "
+        "float32): torch's F.smooth_l1_loss judges beta in double and keeps the smooth "
+        "path (NaN for NaN d); level2.md judges beta > 0 after rounding and uses the sign "
+        "form (sgn(NaN) = 0)"
     ),
     "aten_beta_zero": (
         "aten.smooth_l1_loss_backward with beta 0 gives -ge at d == 0 and NaN for NaN d; "
@@ -180,15 +189,23 @@ def torch_native(
 
 def without_deviations(
     op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
-) -> dict[str, np.ndarray]:
-    """Copies of the inputs with the values that trigger a DEVIATIONS entry replaced, so a
-    comparison with torch tests everything else. Only KlDivTargetBackward has such values:
-    grad_output +-inf -> +-2; with log_target 0, target 0 -> 0.5 and +inf -> 2; with an
-    empty B, every target that is not finite and positive -> 1."""
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(inputs, attributes for torch) with what triggers a DEVIATIONS entry neutralised, so
+    a comparison with torch tests everything else.
+
+    KlDivTargetBackward: grad_output +-inf -> +-2; with log_target 0, target 0 -> 0.5 and
+    +inf -> 2; with an empty B, every target that is not finite and positive -> 1.
+    SmoothL1LossBackward: a beta > 0 that rounds to 0 in the compute type is given to torch
+    as 0 (the reference takes the beta == 0 form for it, as level2.md says)."""
     out = {n: np.array(a, copy=True) for n, a in inputs.items()}
     checked = _checked(op_type, inputs, attrs)
+    torch_attrs = dict(checked.attrs)
+    if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:
+        if checked.compute.numpy(torch_attrs["beta"]) == 0:
+            torch_attrs["beta"] = 0.0
+        return out, torch_attrs
     if checked.op is not spec.KL_DIV_TARGET_BACKWARD:
-        return out
+        return out, torch_attrs
     go = out["grad_output"]
     wide_go = go.astype(np.float64)
     infinite = np.isinf(wide_go)
@@ -200,7 +217,17 @@ def without_deviations(
         t[np.isposinf(wide)] = 2.0
     if 0 in _shape(checked.broadcast_shape):
         t[~(np.isfinite(wide) & (wide > 0))] = 1.0
-    return out
+    return out, torch_attrs
+
+
+def assert_matches_torch(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any], context: str = ""
+) -> None:
+    """The reference agrees with torch within tolerances.ORACLE, deviations aside."""
+    inputs, torch_attrs = without_deviations(op_type, inputs, attrs)
+    ours = reference.evaluate(op_type, inputs, attrs)
+    expected = oracle(op_type, inputs, torch_attrs)
+    assert_matches(ours, expected, op_type, inputs, attrs, context=context or op_type)
 
 
 # --------------------------------------------------------------------------- plumbing
