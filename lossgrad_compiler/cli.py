@@ -12,9 +12,8 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -81,14 +80,15 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.target == "ort":
         if args.mode != "functions":
             raise ValueError("--target ort writes the functions model; drop --mode inline")
-        library = _ort_library()
+        library, prepare = _ort_runtime()
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
     try:
         result = compile_model(args.input, target=args.target, mode=args.mode, progress=bar)
     finally:
         if bar is not None:
             bar.close()
-    save_model(result.model, args.output)
+    model = prepare(result.model) if args.target == "ort" else result.model
+    save_model(model, args.output)
     lines = [result.report.summary(), f"wrote {args.output}"]
     if args.target == "ort":
         copied = args.output.parent / library.name
@@ -102,12 +102,14 @@ def run(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-def _ort_library() -> Path:
+def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
+    """The built kernel library and the runtime's model preparation (which routes nodes the
+    kernels do not register, such as mixed element types, to their functions)."""
     try:
-        from lossgrad_compiler.runtime.ort import library_path
+        from lossgrad_compiler.runtime.ort import library_path, prepare_model
     except ImportError as err:
         raise Unavailable(f"target 'ort' is unavailable in this installation ({err})") from None
-    return Path(library_path())
+    return Path(library_path()), prepare_model
 
 
 def _compile_ascendc(source: Path, out_dir: Path, soc: str) -> list[str]:
@@ -132,13 +134,12 @@ def _compile_ascendc(source: Path, out_dir: Path, soc: str) -> list[str]:
 def save_model(model: onnx.ModelProto, path: Path) -> None:
     """Write atomically: a failed write leaves no half-written model behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(model.SerializeToString())
+        temporary.write_bytes(model.SerializeToString())
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from lossgrad_compiler import cli, spec
+from lossgrad_compiler import cli, reference, spec
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.backends.onnx.run import make_session, run_session
 
@@ -201,6 +202,7 @@ def test_ort_target_writes_the_functions_model_and_copies_the_library(
     library = write(tmp_path / "liblossgrad_ort.so", b"not really a library")
     fake = types.ModuleType("lossgrad_compiler.runtime.ort")
     fake.library_path = lambda: library  # type: ignore[attr-defined]
+    fake.prepare_model = lambda model: model  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "lossgrad_compiler.runtime.ort", fake)
     source = write(tmp_path / "in.onnx", good_model().SerializeToString())
     out_dir = tmp_path / "deploy"
@@ -251,3 +253,35 @@ def test_progress_bar_only_for_many_nodes():
     bar.close()
     text = stream.getvalue()
     assert "5000/5000 nodes" in text and text.endswith("\n")
+
+
+def test_ort_target_with_the_real_kernel_library(tmp_path: Path):
+    """The written model runs with the copied library registered (skipped without a C++
+    toolchain or ORT headers: the runtime then cannot build the kernels)."""
+    runtime = pytest.importorskip("lossgrad_compiler.runtime.ort")
+    from lossgrad_compiler.backends.ort.build import NativeUnavailableError
+
+    try:
+        library = runtime.library_path()
+    except NativeUnavailableError as err:
+        pytest.skip(f"native kernels unavailable: {err}")
+    source = write(tmp_path / "in.onnx", good_model().SerializeToString())
+    out = tmp_path / "deploy" / "m.onnx"
+    assert cli.main([str(source), "-o", str(out), "--target", "ort", "-q"]) == 0
+    copied = out.parent / library.name
+    assert copied.exists()
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(copied))
+    session = ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+    feeds = {
+        "go": np.array(1.0, np.float32),
+        "x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4),
+        "t": np.full((1, 4), 0.5, np.float32),
+    }
+    inputs = {"grad_output": feeds["go"], "self": feeds["x"], "target": feeds["t"]}
+    g1, g2 = session.run(None, feeds)
+    attrs1 = {"reduction": "batchmean"}
+    np.testing.assert_allclose(g1, reference.evaluate("KlDivBackward", inputs, attrs1), rtol=1e-6)
+    attrs2 = {"beta": 0.5}
+    expected2 = reference.evaluate("SmoothL1LossBackward", inputs, attrs2)
+    np.testing.assert_allclose(g2, expected2, rtol=1e-6)
