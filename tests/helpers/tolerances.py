@@ -63,17 +63,23 @@ def close_mask(
     expected: np.ndarray,
     *,
     compute: Any,
-    magnitude: np.ndarray,
+    magnitude: np.ndarray | None = None,
     n_terms: int = 1,
     tolerance: Tolerance = ORACLE,
 ) -> np.ndarray:
-    """Elementwise: True where `actual` agrees with `expected` (see the module doc)."""
+    """Elementwise: True where `actual` agrees with `expected` (see the module doc).
+
+    Without a `magnitude` (no error model at hand) the terms are taken to be as large as
+    |expected| plus the largest finite |expected| of the array; prefer `assert_matches`."""
     a = np.asarray(actual).astype(np.float64)
     e = np.asarray(expected).astype(np.float64)
     eps = float(np.finfo(np.dtype(compute)).eps)
     factor = tolerance.ulps + tolerance.ulps_per_term * (n_terms - 1)
     result_dtype = np.asarray(expected).dtype
     finite = np.isfinite(e)
+    if magnitude is None:
+        magnitude = np.abs(np.where(finite, e, 0.0))
+        magnitude = magnitude + np.max(magnitude, initial=0.0)
     with np.errstate(all="ignore"):
         allowed = eps * factor * np.asarray(magnitude, np.float64)
         if result_dtype.itemsize < np.dtype(compute).itemsize:
@@ -88,12 +94,15 @@ def assert_close(
     expected: np.ndarray,
     *,
     compute: Any,
-    magnitude: np.ndarray,
+    magnitude: np.ndarray | None = None,
     n_terms: int = 1,
-    tolerance: Tolerance = ORACLE,
+    tolerance: Tolerance | None = None,
+    tight: bool = False,
     context: str = "",
 ) -> None:
-    """Same dtype, same shape and every element close; the message shows the worst ones."""
+    """Same dtype, same shape and every element close; the message shows the worst ones.
+    `tight=True` is short for `tolerance=TIGHT` (the default is ORACLE)."""
+    tolerance = tolerance or (TIGHT if tight else ORACLE)
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{context}: dtype {actual.dtype} != {expected.dtype}"
