@@ -117,7 +117,11 @@ def compile_model(
     if mode == "functions":
         apply_functions(imported, bodies)
     else:
-        apply_inline(imported, bodies)
+        total = len(imported.sites)
+        report = (lambda done: progress("rewrite", done, total)) if progress else None
+        apply_inline(imported, bodies, progress=report)
+        if progress is not None:
+            progress("rewrite", total, total)
     report = CompileReport(
         target=target,
         mode=mode,

@@ -285,3 +285,21 @@ def test_ort_target_with_the_real_kernel_library(tmp_path: Path):
     attrs2 = {"beta": 0.5}
     expected2 = reference.evaluate("SmoothL1LossBackward", inputs, attrs2)
     np.testing.assert_allclose(g2, expected2, rtol=1e-6)
+
+
+def test_compile_reports_progress_of_both_phases():
+    from lossgrad_compiler.driver import compile_model
+
+    count = 600
+    nodes = [lo.make_node("KlDivBackward", ["go", "x", "t"], f"g{i}") for i in range(count)]
+    graph = lo.make_graph(
+        nodes,
+        [("go", "float32", []), ("x", "float32", [3]), ("t", "float32", [3])],
+        [(f"g{i}", "float32", [3]) for i in range(count)],
+    )
+    calls: list[tuple[str, int, int]] = []
+    compile_model(lo.make_model(graph), mode="inline", progress=lambda *a: calls.append(a))
+    for phase in ("import", "rewrite"):
+        seen = [c for c in calls if c[0] == phase]
+        assert seen[-1] == (phase, count, count)
+        assert [c[1] for c in seen] == sorted(c[1] for c in seen)

@@ -7,7 +7,7 @@ goes too, so the model needs nothing but stock ONNX Runtime. Everything else is 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from onnx import FunctionProto, GraphProto, ModelProto, NodeProto
@@ -67,8 +67,10 @@ def apply_inline(
     imported: ImportedModel,
     bodies: Mapping[str, TranslatedFunction],
     sites: Sequence[Site] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ModelProto:
-    """Inline mode, in place, for `sites` (default: every site of the model)."""
+    """Inline mode, in place, for `sites` (default: every site of the model); `progress` is
+    called with the number of nodes replaced so far."""
     model = imported.model
     sites = imported.sites if sites is None else sites
     opset = onnx_opset(model)
@@ -79,9 +81,10 @@ def apply_inline(
     for site in sites:
         by_container[id(site.container)].append(site)
     # Deepest scopes first: rebuilding a node list copies its nodes, subgraphs included.
-    for sites in sorted(by_container.values(), key=lambda s: -s[0].depth):
-        container = sites[0].container
-        _rebuild(container, {s.index: s for s in sites}, templates, names)
+    counter = _Counter(progress)
+    for group in sorted(by_container.values(), key=lambda g: -g[0].depth):
+        container = group[0].container
+        _rebuild(container, {s.index: s for s in group}, templates, names, counter)
         if isinstance(container, FunctionProto):
             ensure_import(container.opset_import, "", opset)
     ensure_import(model.opset_import, "", opset)
@@ -97,6 +100,7 @@ def _rebuild(
     sites: Mapping[int, Site],
     templates: Mapping[str, InlineTemplate],
     names: UniqueNames,
+    counter: _Counter,
 ) -> None:
     """Refill the container's node list: sites expanded, other nodes copied unchanged."""
     old = [_detached(node) for node in container.node]
@@ -109,6 +113,20 @@ def _rebuild(
         template = templates[site.signature.id]
         prefix = names.prefix_for(node.name or node.op_type, template.internal)
         template.instantiate_into(container.node, node, prefix)
+        counter.step()
+
+
+class _Counter:
+    """Counts replaced nodes; tells `progress` the count every 256 nodes."""
+
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.progress = progress
+        self.done = 0
+
+    def step(self) -> None:
+        self.done += 1
+        if self.progress is not None and self.done % 256 == 0:
+            self.progress(self.done)
 
 
 def _detached(node: NodeProto) -> NodeProto:
