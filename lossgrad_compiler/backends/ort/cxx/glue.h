@@ -52,6 +52,16 @@ inline bool succeeded(OrtStatus* status) {
   return false;
 }
 
+// A size query succeeds for an array of either element type: read it to know the type.
+template <class T, class Getter>
+inline bool is_array(const OrtKernelInfo* info, const char* name, Getter get) {
+  size_t size = 0;
+  if (!succeeded(get(info, name, nullptr, &size))) return false;
+  std::vector<T> values(std::max<size_t>(size, 1));
+  size = values.size();
+  return succeeded(get(info, name, values.data(), &size));
+}
+
 // Attribute types ORT cannot report (STRINGS, GRAPH, ...) read as absent here; the Python
 // session helper checks every attribute with spec before ORT sees the model.
 inline AttrValue read_attribute(const OrtKernelInfo* info, const char* name) {
@@ -67,9 +77,9 @@ inline AttrValue read_attribute(const OrtKernelInfo* info, const char* name) {
       v.type = AttrType::kString;
       v.s.assign(buf.data(), strnlen(buf.data(), size));
     }
-  } else if (succeeded(g_api->KernelInfoGetAttributeArray_int64(info, name, nullptr, &size))) {
+  } else if (is_array<int64_t>(info, name, g_api->KernelInfoGetAttributeArray_int64)) {
     v.type = AttrType::kInts;
-  } else if (succeeded(g_api->KernelInfoGetAttributeArray_float(info, name, nullptr, &size))) {
+  } else if (is_array<float>(info, name, g_api->KernelInfoGetAttributeArray_float)) {
     v.type = AttrType::kFloats;
   } else {
     OrtAllocator* allocator = nullptr;
