@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
 from lossgrad_compiler.backends.onnx.translator import Translator, rule
@@ -29,9 +29,11 @@ from lossgrad_compiler.backends.onnx.values import (
 )
 
 
-def aligned_axes(op: Operation, amap: AffineMap, value_type: object, loops: int) -> frozenset[int]:
+def aligned_axes(
+    op: Operation, amap: AffineMap, value_type: Attribute, loops: int
+) -> frozenset[int]:
     """The iteration axes an operand covers, after checking that its map is right-aligned."""
-    shape = static_shape(value_type)  # type: ignore[arg-type]
+    shape = static_shape(value_type)
     rank = len(shape)
     if len(amap.results) != rank or amap.num_dims != loops or rank > loops:
         raise Level2TranslationError(op, f"indexing map {amap} does not fit its operand")
