@@ -281,6 +281,11 @@ INVALID = {
         InvalidArgumentError,
         "exactly one output",
     ),
+    "unknown operator": (
+        lambda: raw_model(raw_node("KlDivForward")),
+        InvalidArgumentError,
+        "must be one of KlDivBackward",
+    ),
     "unbound attribute reference": (
         lambda: raw_model(_with_ref_attribute()),
         AttributeValueError,

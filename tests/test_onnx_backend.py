@@ -398,6 +398,19 @@ def test_models_keep_their_ai_onnx_opset(opset, mode):
     np.testing.assert_array_equal(got, 2 * np.clip(FEEDS["x"] / 0.5, -1, 1))
 
 
+@pytest.mark.parametrize("mode", ["functions", "inline"])
+def test_a_model_without_lossgrad_nodes_is_left_as_it_is(mode):
+    graph = lo.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [("x", "float32", [3])],
+        [("y", "float32", [3])],
+    )
+    model = lo.make_model(graph)
+    result = compile_model(model, mode=mode)
+    assert result.report.nodes == 0 and result.report.signatures == []
+    assert result.model.graph == model.graph and list(result.model.functions) == []
+
+
 def test_opsets_before_13_are_refused():
     with pytest.raises(InvalidArgumentError, match="opset 12 is too old"):
         compile_model(small_model(12))
