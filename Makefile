@@ -18,10 +18,15 @@ $(VENV)/.test-installed: pyproject.toml $(VENV)/.runtime-installed
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-demo: $(VENV)/.runtime-installed
+# ONNX Runtime C headers (API 21) for the native kernel library, from Debian's package.
+ORT_HEADERS := third_party/onnxruntime/include/onnxruntime_c_api.h
+$(ORT_HEADERS):
+	sh scripts/fetch_ort_headers.sh
+
+demo: $(VENV)/.runtime-installed $(ORT_HEADERS)
 	$(BIN)/lossgrad-demo
 
-test: $(VENV)/.test-installed
+test: $(VENV)/.test-installed $(ORT_HEADERS)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
 

@@ -27,8 +27,15 @@ done
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/lists/partial" "$WORK/cache/archives/partial"
-echo "deb [arch=amd64 signed-by=$KEYRING] http://deb.debian.org/debian $SUITE main" \
-  > "$WORK/sources.list"
+# The Debian mirror is the one this machine's apt already uses (no host is written here).
+MIRROR=$(
+  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | sed 's/^URIs:[[:space:]]*//' | tr ' ' '\n'
+    grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | sed 's/\[[^]]*\]//' \
+      | awk '{print $2}'
+  } | grep -v -e security -e '^$' | head -n 1
+)
+[ -n "$MIRROR" ] || { echo "fetch_ort_headers: no Debian mirror in the apt sources" >&2; exit 1; }
+echo "deb [arch=amd64 signed-by=$KEYRING] $MIRROR $SUITE main" > "$WORK/sources.list"
 set -- -o Dir::Etc::SourceList="$WORK/sources.list" -o Dir::Etc::SourceParts=/dev/null \
        -o Dir::State::Lists="$WORK/lists" -o Dir::Cache="$WORK/cache" \
        -o APT::Architecture=amd64 -o APT::Sandbox::User="$(id -un)"
