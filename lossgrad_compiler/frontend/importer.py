@@ -109,7 +109,8 @@ def check_node(
                 info = spec.TensorInfo(spec.FLOAT32, None)
             infos[name] = info
         call = spec.validate(op.name, infos, attrs)
-        for name, value in untyped:
+        if untyped:  # after spec.validate, so that a missing input is reported first
+            name, value = untyped[0]
             raise InvalidArgumentError(
                 op.name, name, f"the element type of '{value}' is unknown (declare its type)"
             )
