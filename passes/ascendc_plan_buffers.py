@@ -198,10 +198,10 @@ def ub_layout(kernel: asc.KernelOp) -> UbLayout:
 
 def largest_tile(layout: UbLayout, budget: int, align: int) -> int:
     """The largest multiple of `align` whose buffers fit in `budget` bytes (0 if none)."""
-    per_element = sum(n * asc.element_bits(e) for e, n in layout.per_tile) / 8
-    if per_element == 0:
+    bits = sum(n * asc.element_bits(e) for e, n in layout.per_tile)
+    if bits == 0:
         return 0
-    tile = int((budget - layout.fixed_bytes) / per_element) // align * align
+    tile = max(budget - layout.fixed_bytes, 0) * 8 // bits // align * align
     while tile > 0 and layout.bytes_for(tile) > budget:
         tile -= align
     return max(tile, 0)

@@ -216,9 +216,7 @@ def _static_numel(e: Elementwise) -> int | None:
     return total
 
 
-def build_kernel(
-    e: Elementwise, name: str, captured: list[SSAValue], where: str
-) -> asc.KernelOp:
+def build_kernel(e: Elementwise, name: str, captured: list[SSAValue], where: str) -> asc.KernelOp:
     out_element = e.final.type
     args: list[tuple[str, Attribute]] = [
         (n, asc.GlobalTensorType(_element(v)))

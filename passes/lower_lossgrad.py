@@ -181,7 +181,7 @@ class OpLowering:
         b = ScalarBuilder(ops)
         reads = (True, self.reads_self, True)
         widened: list[SSAValue | None] = []
-        for arg, element, read in zip(block.args, types, reads, strict=False):
+        for arg, element, read in zip(block.args[:3], types, reads, strict=True):
             if not read:
                 widened.append(None)
             elif _is_narrower(element, self.compute):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from math import copysign
 
 from lossgrad_compiler.passes.broadcast_plan import IndexMap
 from xdsl.dialects import arith, math, tensor
@@ -82,14 +83,14 @@ class ScalarBuilder:
 
     def __init__(self, ops: list[Operation]) -> None:
         self.ops = ops
-        self._constants: dict[tuple[float | int, Attribute], SSAValue] = {}
+        self._constants: dict[tuple[float | int, bool, Attribute], SSAValue] = {}
 
     def _add(self, op: Operation) -> SSAValue:
         self.ops.append(op)
         return op.results[0]
 
     def constant(self, value: float, element_type: Attribute) -> SSAValue:
-        key = (value, element_type)
+        key = (value, copysign(1.0, value) < 0, element_type)  # keeps -0.0 apart from 0.0
         found = self._constants.get(key)
         if found is None:
             found = self._add(
@@ -102,7 +103,7 @@ class ScalarBuilder:
         return found
 
     def index_constant(self, value: int) -> SSAValue:
-        key = (value, INDEX)
+        key = (value, False, INDEX)
         found = self._constants.get(key)
         if found is None:
             found = self._add(

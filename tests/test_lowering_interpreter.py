@@ -15,6 +15,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
 from lossgrad_compiler.passes import lower_lossgrad
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
@@ -25,7 +27,13 @@ from xdsl.ir import Block, Region
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.interpreter import run_function
-from tests.helpers.cases import Case, make_case, mixed_dtype_combinations, standard_cases
+from tests.helpers.cases import (
+    Case,
+    attribute_grid,
+    make_case,
+    mixed_dtype_combinations,
+    standard_cases,
+)
 from tests.helpers.tolerances import assert_close, bits
 
 OP_TYPES = tuple(spec.OPERATORS)
@@ -170,3 +178,33 @@ def test_differential_check_detects_a_wrong_branch(monkeypatch: pytest.MonkeyPat
     case.inputs["target"][0, 0] = 0.0
     with pytest.raises(AssertionError, match="elements differ"):
         check_case(case, dynamic=False)
+
+
+@st.composite
+def random_cases(draw: st.DrawFn) -> tuple[Case, bool]:
+    """Random op, attributes, type, broadcast pattern (ranks 0-4) and static/dynamic form."""
+    op_type = draw(st.sampled_from(OP_TYPES))
+    attrs = draw(st.sampled_from(attribute_grid(op_type)))
+    b = draw(st.lists(st.integers(0, 3), max_size=4))
+
+    def trailing_with_ones(dims: tuple[int, ...]) -> tuple[int, ...]:
+        """Some trailing dims of `dims`, each possibly replaced by a broadcast 1."""
+        rank = draw(st.integers(0, len(dims)))
+        return tuple(d if draw(st.booleans()) else 1 for d in dims[len(dims) - rank :])
+
+    self_shape, target_shape = trailing_with_ones(tuple(b)), trailing_with_ones(tuple(b))
+    space = tuple(np.broadcast_shapes(self_shape, target_shape))
+    go_shape = trailing_with_ones(space)
+    if spec.operator(op_type).grad_output_may_enlarge and draw(st.booleans()):
+        go_shape = (2, *space)
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    seed = draw(st.integers(0, 2**16))
+    case = make_case(op_type, attrs, self_shape, target_shape, go_shape, dtype, seed=seed)
+    return case, draw(st.booleans())
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(random_cases())
+def test_random_broadcast_patterns(drawn: tuple[Case, bool]) -> None:
+    case, dynamic = drawn
+    check_case(case, dynamic=dynamic)
