@@ -965,6 +965,27 @@ class AlignUpOp(IRDLOperation):
             raise VerifyException("'ascendc.align_up' multiple must be positive")
 
 
+@irdl_op_definition
+class TileLengthOp(IRDLOperation):
+    """The tile length ascendc-plan-buffers chose (tiling data `tileLength`): the count of
+    Init-time instructions that fill whole loop-invariant tiles.
+
+    %n = ascendc.tile_length
+    """
+
+    name = "ascendc.tile_length"
+
+    result = result_def(IndexType)
+
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+
+    def verify_(self) -> None:
+        _require_stage(self, ["init"])
+
+
 # --------------------------------------------------------------------------- vector instructions
 
 
@@ -1347,7 +1368,7 @@ Ascendc = Dialect(
         BroadcastToOp, LaunchOp, ReduceSumOp, TensorCastOp,
         KernelOp, TileLoopOp, QueueOp, TBufOp, TempOp, GetOp,
         AllocOp, EnqueOp, DequeOp, FreeOp,
-        CopyInOp, CopyOutOp, GetValueOp, ReadLocalOp, AlignUpOp,
+        CopyInOp, CopyOutOp, GetValueOp, ReadLocalOp, AlignUpOp, TileLengthOp,
         *VECTOR_OPS,
     ],
     [

@@ -1,0 +1,105 @@
+"""C++ spellings shared by the Ascend C printers: element types, literals, dtype enums."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
+from xdsl.ir import Attribute
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.dialects.ascendc import is_mask_type
+
+ACL_DTYPES: dict[str, int] = {
+    "float32": 0,
+    "float16": 1,
+    "int8": 2,
+    "int32": 3,
+    "uint8": 4,
+    "int16": 6,
+    "uint16": 7,
+    "uint32": 8,
+    "int64": 9,
+    "uint64": 10,
+    "float64": 11,
+    "bool": 12,
+    "complex64": 16,
+    "complex128": 17,
+    "bfloat16": 27,
+}
+"""numpy dtype name → aclDataType / ge::DataType value (the same numbers in CANN)."""
+
+GE_NAMES = {
+    "float16": "DT_FLOAT16",
+    "bfloat16": "DT_BF16",
+    "float32": "DT_FLOAT",
+    "float64": "DT_DOUBLE",
+}
+
+
+def element_cxx(t: Attribute) -> str:
+    """The Ascend C type of a tile or global tensor element."""
+    if is_mask_type(t):
+        return "uint8_t"
+    if isinstance(t, Float32Type):
+        return "float"
+    if isinstance(t, Float16Type):
+        return "half"
+    if isinstance(t, BFloat16Type):
+        return "bfloat16_t"
+    raise ValueError(f"no Ascend C element type for {t}")
+
+
+def element_spec(t: Attribute) -> spec.FloatType:
+    for kind, f in (
+        (Float16Type, spec.FLOAT16),
+        (BFloat16Type, spec.BFLOAT16),
+        (Float32Type, spec.FLOAT32),
+        (Float64Type, spec.FLOAT64),
+    ):
+        if isinstance(t, kind):
+            return f
+    raise ValueError(f"not a float type: {t}")
+
+
+def ge_dtype(t: spec.FloatType) -> str:
+    return f"ge::{GE_NAMES[t.name]}"
+
+
+def op_dtype(t: spec.FloatType) -> str:
+    return f"op::DataType::{GE_NAMES[t.name]}"
+
+
+def float_literal(value: float) -> str:
+    """A C++ float literal that denotes exactly float32(value)."""
+    v = float(np.float32(value))
+    if math.isnan(v):
+        return "std::numeric_limits<float>::quiet_NaN()"
+    if math.isinf(v):
+        return ("-" if v < 0 else "") + "std::numeric_limits<float>::infinity()"
+    text = repr(np.float32(v)).removeprefix("np.float32(").removesuffix(")")
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return f"{text}f"
+
+
+def double_literal(value: float) -> str:
+    if math.isnan(value):
+        return "std::numeric_limits<double>::quiet_NaN()"
+    if math.isinf(value):
+        return ("-" if value < 0 else "") + "std::numeric_limits<double>::infinity()"
+    return float(value).hex()
+
+
+def string_literal(text: str) -> str:
+    """A C++ string literal; only printable ASCII passes through unescaped."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.append(f'\\x{ord(ch) & 0xFF:02x}""')
+    return '"' + "".join(out) + '"'

@@ -1,0 +1,261 @@
+"""`emulate()`: one call (or a batch) through the emitted Ascend C project, on the CPU.
+
+A call is validated by spec.validate, mapped to its signature (frontend/signature.py),
+lowered to level-2 IR, emitted as a project, compiled against the emulation (cached) and
+run by the runner executable, which calls the aclnn two-phase API exactly as a host
+program would. The emulation checks the hardware rules as the kernel runs; a violation
+raises EmulatorViolation with the emulator's message.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ascendc.build import build_runner
+from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
+from lossgrad_compiler.backends.ascendc.project import Project, lower_to_ascendc, print_projects
+from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC, Soc
+from lossgrad_compiler.backends.ascendc.soc import soc as soc_named
+from lossgrad_compiler.errors import (
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    InvalidArgumentError,
+    LossGradError,
+    MissingInputError,
+    UnsupportedByBackendError,
+)
+
+MAGIC = b"LGASC01\0"
+VIOLATION_EXIT = 86
+UNTOUCHED = 0x5A  # the runner fills every output with this byte before the call
+FLAG_NULL_WORKSPACE_SIZE = 1
+FLAG_NULL_EXECUTOR = 2
+FLAG_NULL_OUT = 32
+
+
+def flag_null_input(k: int) -> int:
+    return 1 << (2 + k)
+
+
+class EmulatorViolation(RuntimeError):
+    """A kernel broke a rule of the hardware (the emulator's one-line message)."""
+
+
+class AclnnError(LossGradError):
+    """An aclnn call that returned an error status: `code` and the wrapper's message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        self.op, self.argument, self.rule = "", "", message
+        ValueError.__init__(self, message)
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+@dataclass
+class CompiledSignature:
+    project: Project
+    runner: Path
+    soc: Soc
+
+
+_COMPILED: dict[tuple[str, str], CompiledSignature] = {}
+
+
+def compile_signature(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> CompiledSignature:
+    """The emulation runner of the signature of a validated call (built once per process)."""
+    from lossgrad_compiler.driver import lower_signatures
+    from lossgrad_compiler.frontend.signature import signature_of
+
+    refuse_float64(checked)
+    signature = signature_of(checked)
+    key = (signature.id, soc)
+    if key not in _COMPILED:
+        (project,) = print_projects(lower_to_ascendc(lower_signatures([signature]), soc), soc)
+        _COMPILED[key] = CompiledSignature(project, build_runner(project), soc_named(soc))
+    return _COMPILED[key]
+
+
+def refuse_float64(checked: spec.CheckedCall) -> None:
+    if checked.compute is spec.FLOAT64:
+        raise UnsupportedByBackendError(
+            checked.op.name,
+            "element type",
+            "float64 is not supported by the Ascend C backend (Atlas vector units have no "
+            "fp64 arithmetic); use the onnx or ort target",
+        )
+
+
+# --------------------------------------------------------------------------- raw cases
+
+
+@dataclass
+class RawCase:
+    """One aclnn call as the runner sees it (arrays of any dtype; nothing validated)."""
+
+    inputs: Sequence[np.ndarray]
+    out_dtype: Any
+    out_shape: tuple[int, ...]
+    reduction: int = 1
+    log_target: bool = False
+    beta: float = 1.0
+    flags: int = 0
+    cores: int = 48
+    ub_bytes: int = 196608
+
+
+@dataclass
+class RawResult:
+    status: int
+    message: str
+    output: np.ndarray = field(repr=False)
+
+
+def _acl_dtype(dtype: Any) -> int:
+    name = str(np.dtype(dtype))
+    if name not in ACL_DTYPES:
+        raise InvalidArgumentError("ascendc", "dtype", f"{name} has no aclDataType")
+    return ACL_DTYPES[name]
+
+
+def _tensor_bytes(array: np.ndarray | None, dtype: Any, shape: Sequence[int]) -> bytes:
+    header = struct.pack("<iI", _acl_dtype(dtype), len(shape))
+    header += struct.pack(f"<{len(shape)}q", *shape)
+    if array is None:
+        return header
+    data = np.ascontiguousarray(array).tobytes()
+    return header + struct.pack("<Q", len(data)) + data
+
+
+def run_raw(compiled: CompiledSignature, cases: Sequence[RawCase]) -> list[RawResult]:
+    """Run the cases in one runner process."""
+    with tempfile.TemporaryDirectory(prefix="lossgrad-ascendc-") as tmp:
+        case_file, result_file = Path(tmp) / "cases.bin", Path(tmp) / "results.bin"
+        with case_file.open("wb") as f:
+            f.write(MAGIC + struct.pack("<I", len(cases)))
+            for c in cases:
+                f.write(struct.pack("<I", c.flags))
+                for a in c.inputs:
+                    f.write(_tensor_bytes(a, a.dtype, a.shape))
+                f.write(_tensor_bytes(None, c.out_dtype, c.out_shape))
+                f.write(struct.pack("<qBd", c.reduction, int(c.log_target), c.beta))
+                f.write(struct.pack("<IQ", c.cores, c.ub_bytes))
+        done = subprocess.run(
+            [str(compiled.runner), str(case_file), str(result_file)],
+            capture_output=True, text=True, timeout=1800, check=False,
+        )  # fmt: skip
+        if done.returncode == VIOLATION_EXIT:
+            raise EmulatorViolation(done.stderr.strip())
+        if done.returncode != 0:
+            raise RuntimeError(f"the Ascend C emulation runner failed: {done.stderr[-2000:]}")
+        return _read_results(result_file.read_bytes(), cases)
+
+
+def _read_results(data: bytes, cases: Sequence[RawCase]) -> list[RawResult]:
+    results, pos = [], 0
+    for c in cases:
+        status, length = struct.unpack_from("<iI", data, pos)
+        pos += 8
+        message = data[pos : pos + length].decode("utf-8", "replace")
+        pos += length
+        (nbytes,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        out = np.frombuffer(data[pos : pos + nbytes], dtype=np.dtype(c.out_dtype)).copy()
+        pos += nbytes
+        results.append(RawResult(status, message, out.reshape(c.out_shape)))
+    return results
+
+
+# --------------------------------------------------------------------------- emulate
+
+
+def _arrays(inputs: Mapping[str, Any]) -> dict[str, np.ndarray | None]:
+    return {k: (None if v is None else np.asarray(v)) for k, v in inputs.items()}
+
+
+def _checked(op_type: str, arrays: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any]):
+    infos = {
+        n: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
+        for n, a in arrays.items()
+    }
+    return spec.validate(op_type, infos, attrs)
+
+
+def raw_case(
+    checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray], soc: Soc, cores: int | None
+) -> RawCase:
+    attrs = checked.attrs
+    return RawCase(
+        inputs=[arrays[n] for n in spec.INPUT_NAMES],
+        out_dtype=checked.result_type.dtype,
+        out_shape=tuple(int(d) for d in checked.result_shape or ()),
+        reduction=checked.reduction.aclnn_code,
+        log_target=bool(attrs.get("log_target", 0)),
+        beta=float(attrs.get("beta", 0.0)),
+        cores=cores or soc.vector_cores,
+        ub_bytes=soc.ub_bytes,
+    )
+
+
+def emulate_batch(
+    op_type: str,
+    calls: Sequence[Mapping[str, Any]],
+    attrs: Mapping[str, Any] | None = None,
+    soc: str = DEFAULT_SOC,
+    block_dims: Sequence[int | None] | None = None,
+) -> list[np.ndarray]:
+    """`emulate` for many calls; calls of one signature share one runner process."""
+    attrs = dict(attrs or {})
+    block_dims = list(block_dims or [None] * len(calls))
+    groups: dict[str, list[int]] = {}
+    prepared = []
+    for k, call in enumerate(calls):
+        arrays = _arrays(call)
+        checked = _checked(op_type, arrays, attrs)
+        compiled = compile_signature(checked, soc)
+        prepared.append((compiled, raw_case(checked, arrays, compiled.soc, block_dims[k])))
+        groups.setdefault(compiled.project.info.function, []).append(k)
+    out: list[np.ndarray | None] = [None] * len(calls)
+    for indices in groups.values():
+        compiled = prepared[indices[0]][0]
+        results = run_raw(compiled, [prepared[k][1] for k in indices])
+        for k, result in zip(indices, results, strict=True):
+            if result.status != 0:
+                raise _error(result)
+            out[k] = result.output
+    return [o for o in out if o is not None]
+
+
+def _error(result: RawResult) -> LossGradError:
+    if result.status == ACLNN_ERR_PARAM_NULLPTR:
+        return MissingInputError("aclnn", "call", result.message)
+    if result.status == ACLNN_ERR_PARAM_INVALID:
+        return AclnnError(result.status, result.message)
+    return AclnnError(result.status, result.message or f"aclnn status {result.status}")
+
+
+def emulate(
+    op_type: str,
+    inputs: Mapping[str, Any],
+    attrs: Mapping[str, Any] | None = None,
+    soc: str = DEFAULT_SOC,
+    block_dim: int | None = None,
+) -> np.ndarray:
+    """The result of one call computed by the emulated Ascend C kernel (reference.evaluate's
+    call shape). float64 raises UnsupportedByBackendError; an invalid call raises the
+    spec's LossGradError before anything is compiled."""
+    return emulate_batch(op_type, [inputs], attrs, soc=soc, block_dims=[block_dim])[0]
+
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)

@@ -1,0 +1,4 @@
+// lossgrad_compiler Ascend C CPU emulation: stands in for CANN's aclnn_kernels/reshape.h.
+#pragma once
+
+#include "lossgrad_emu/opapi.h"

@@ -1,0 +1,51 @@
+// lossgrad_compiler Ascend C CPU emulation: shared state and the rule checker.
+//
+// The emulation runs a kernel once per block index, on one host thread. Everything a kernel
+// may only do in a certain way on the hardware is checked; a violation prints one line,
+//   lossgrad ascendc emulator: kernel <name>, block <i>: <instruction>: <rule>
+// and ends the process with exit status 86 (the Python side turns it into an error).
+// Functions declared here and in the other lossgrad_emu headers without a body are
+// defined in runtime.cpp, which is compiled once and linked into every runner.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+namespace lossgrad_emu {
+
+constexpr int kViolationExit = 86;
+
+struct Platform {
+  uint64_t ub_bytes = 196608;  // Atlas A2/A3
+  uint32_t vector_cores = 48;
+  uint32_t select_scratch = 8192;  // UB kept by Select in modes 1 and 2
+};
+
+struct RunState {
+  std::string kernel = "(host)";
+  int64_t block_idx = 0;
+  int64_t block_num = 1;
+};
+
+Platform& platform();
+RunState& state();
+
+// Report a broken rule and end the process (exit status kViolationExit).
+[[noreturn]] void Violation(const std::string& instruction, const std::string& rule);
+
+template <typename... Parts>
+std::string Str(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+// Device memory: every allocation (aclrtMalloc, tiling data, workspace) is registered, and
+// kernels may touch only registered bytes.
+void* GmAlloc(uint64_t bytes);
+void GmFree(void* p);
+// [address, address + bytes) must lie inside one allocation.
+void CheckGm(const std::string& instruction, const void* address, uint64_t bytes);
+
+}  // namespace lossgrad_emu

@@ -1,0 +1,146 @@
+"""The host side of one converted signature, read from its function: the l0 steps around
+the kernel launch, and the host scalars the tiling function must compute."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ascendc.cxx import element_spec, float_literal
+from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class HostGraph:
+    function: func.FuncOp
+    kernel: asc.KernelOp
+    launch: asc.LaunchOp
+    broadcast: tuple[bool, ...]  # per input: BroadcastTo before the launch
+    reduce: asc.ReduceSumOp | None
+    cast: asc.TensorCastOp | None
+
+    @property
+    def maps(self) -> list[AffineMap]:
+        return [m.data for m in self.launch.maps]
+
+    @property
+    def rank(self) -> int:
+        return self.maps[0].num_dims
+
+    @property
+    def kernel_out_type(self) -> spec.FloatType:
+        return element_spec(_tensor(self.launch.result).element_type)
+
+    @property
+    def result_type(self) -> spec.FloatType:
+        last = self.cast or self.reduce or self.launch
+        return element_spec(_tensor(last.results[0]).element_type)
+
+    def reads(self, i: int) -> bool:
+        """Whether the kernel reads input i at all (KlDivBackward never reads self)."""
+        return bool(self.kernel.entry.args[i].uses)
+
+    def is_scalar(self, i: int) -> bool:
+        return not any(isinstance(e, AffineDimExpr) for e in self.maps[i].results)
+
+
+def _tensor(value: SSAValue) -> TensorType:
+    assert isinstance(value.type, TensorType)
+    return value.type
+
+
+def host_graph(function: func.FuncOp, kernels: dict[str, asc.KernelOp]) -> HostGraph:
+    launches = [op for op in function.walk() if isinstance(op, asc.LaunchOp)]
+    where = function.sym_name.data
+    if len(launches) != 1:
+        raise InvalidArgumentError(where, "function", "needs exactly one ascendc.launch")
+    launch = launches[0]
+    kernel = kernels[launch.kernel.root_reference.data]
+    broadcast = tuple(isinstance(v.owner, asc.BroadcastToOp) for v in launch.inputs)
+    reduce = next((op for op in function.walk() if isinstance(op, asc.ReduceSumOp)), None)
+    cast = next((op for op in function.walk() if isinstance(op, asc.TensorCastOp)), None)
+    return HostGraph(function, kernel, launch, broadcast, reduce, cast)
+
+
+def source_input(graph: HostGraph, value: SSAValue) -> int | None:
+    """The input position of a function argument, seen through the launch's operands."""
+    for i, operand in enumerate(graph.launch.inputs):
+        base = operand.owner.source if isinstance(operand.owner, asc.BroadcastToOp) else operand
+        if base == value:
+            return i
+    return None
+
+
+class TilingScalarPrinter:
+    """C++ for the launch's scalar operands, evaluated from the iteration shape `iter`.
+
+    The function computes them from its arguments' dims (`tensor.dim`); every such dim is a
+    dim of the iteration space or a broadcast 1, which the input's indexing map tells."""
+
+    def __init__(self, graph: HostGraph, shape_var: str = "iter") -> None:
+        self.graph = graph
+        self.shape_var = shape_var
+        self.lines: list[str] = []
+        self.names: dict[SSAValue, str] = {}
+
+    def value(self, v: SSAValue) -> str:
+        if v in self.names:
+            return self.names[v]
+        op = v.owner
+        if isinstance(op, BlockArgument) or not isinstance(op, Operation):
+            raise InvalidArgumentError(
+                self.graph.function.sym_name.data, "scalar", "must be computed from shapes"
+            )
+        ctype, expr = self._expr(op)
+        name = f"h{len(self.names)}"
+        self.lines.append(f"const {ctype} {name} = {expr};")
+        self.names[v] = name
+        return name
+
+    def _expr(self, op: Operation) -> tuple[str, str]:
+        if isinstance(op, arith.ConstantOp):
+            if isinstance(op.value, IntegerAttr):
+                return "int64_t", f"INT64_C({op.value.value.data})"
+            assert isinstance(op.value, FloatAttr)
+            return "float", float_literal(op.value.value.data)
+        if isinstance(op, tensor.DimOp):
+            return "int64_t", self._dim(op)
+        a = [self.value(x) for x in op.operands]
+        if isinstance(op, arith.MuliOp):
+            return "int64_t", f"{a[0]} * {a[1]}"
+        if isinstance(op, arith.IndexCastOp):
+            return "int64_t", a[0]
+        if isinstance(op, arith.UIToFPOp):
+            return "float", f"static_cast<float>(static_cast<uint64_t>({a[0]}))"
+        symbols = {arith.DivfOp: "/", arith.MulfOp: "*", arith.AddfOp: "+", arith.SubfOp: "-"}
+        for kind, symbol in symbols.items():
+            if isinstance(op, kind):
+                return "float", f"{a[0]} {symbol} {a[1]}"
+        if isinstance(op, arith.NegfOp):
+            return "float", f"-{a[0]}"
+        raise InvalidArgumentError(
+            self.graph.function.sym_name.data, op.name, "is not a host op of docs/level2.md"
+        )
+
+    def _dim(self, op: tensor.DimOp) -> str:
+        index = op.index.owner
+        if not isinstance(index, arith.ConstantOp) or not isinstance(index.value, IntegerAttr):
+            raise InvalidArgumentError(self.graph.function.sym_name.data, "tensor.dim", "index")
+        axis = index.value.value.data
+        i = source_input(self.graph, op.source)
+        if i is None:
+            raise InvalidArgumentError(self.graph.function.sym_name.data, "tensor.dim", "source")
+        expr = self.graph.maps[i].results[axis]
+        if isinstance(expr, AffineDimExpr):
+            return f"{self.shape_var}.GetDim({expr.position})"
+        return "INT64_C(1)"
+
+
+def element_of(t: Attribute) -> spec.FloatType:
+    return element_spec(t)

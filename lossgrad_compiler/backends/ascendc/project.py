@@ -1,0 +1,120 @@
+"""`emit_project`: level-2 IR → one CANN custom-operator project per signature.
+
+Runs `convert-linalg-to-ascendc` and `ascendc-plan-buffers` on a copy of the module, then
+prints, for every function, the msOpGen project: op_kernel (kernel + tiling header),
+op_host (OpDef, infer functions, tiling), op_api (aclnn two-phase wrapper and the spec
+checks), framework/onnx_plugin, the msOpGen JSON and the build files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ascendc import aclnn_printer, project_files
+from lossgrad_compiler.backends.ascendc.checks_printer import print_checks_header
+from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, host_graph
+from lossgrad_compiler.backends.ascendc.host_printer import print_op_host
+from lossgrad_compiler.backends.ascendc.kernel_printer import (
+    KernelNames,
+    print_kernel,
+    print_tiling_header,
+)
+from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo, signature_info
+from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC
+from lossgrad_compiler.backends.ascendc.soc import soc as soc_named
+from lossgrad_compiler.context import make_context
+from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
+from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
+
+
+@dataclass(frozen=True)
+class Project:
+    """The printed files of one signature, relative to its project directory."""
+
+    info: SignatureInfo
+    graph: HostGraph
+    files: dict[str, str]
+
+
+def lower_to_ascendc(module: ModuleOp, soc: str = DEFAULT_SOC) -> ModuleOp:
+    """A converted and planned copy of a level-2 module."""
+    soc_named(soc)
+    lowered = module.clone()
+    ctx = make_context()
+    ctx.load_dialect(asc.Ascendc)
+    ConvertLinalgToAscendcPass().apply(ctx, lowered)
+    AscendcPlanBuffersPass(soc=soc).apply(ctx, lowered)
+    lowered.verify()
+    return lowered
+
+
+def kernel_names(info: SignatureInfo) -> KernelNames:
+    return KernelNames(
+        entry=info.kernel_name,
+        class_name=f"Kernel{info.op_type}",
+        tiling_struct=info.tiling_struct,
+        tiling_header=f"{info.kernel_name}_tiling.h",
+        params=(*spec.INPUT_NAMES, info.op.output),
+    )
+
+
+def print_projects(lowered: ModuleOp, soc: str = DEFAULT_SOC) -> list[Project]:
+    """Every signature's project text, from a module `lower_to_ascendc` produced."""
+    kernels = {k.sym_name.data: k for k in lowered.ops if isinstance(k, asc.KernelOp)}
+    projects = []
+    for function in [f for f in lowered.ops if isinstance(f, func.FuncOp)]:
+        info = signature_info(function)
+        graph = host_graph(function, kernels)
+        name = info.kernel_name
+        files = {
+            f"{info.op_type}.json": project_files.msopgen_json(graph, info),
+            "CMakePresets.json": project_files.cmake_presets(soc),
+            "build.sh": project_files.BUILD_SH,
+            f"op_kernel/{name}.cpp": print_kernel(graph.kernel, kernel_names(info)),
+            f"op_kernel/{name}_tiling.h": print_tiling_header(graph.kernel, kernel_names(info)),
+            f"op_host/{name}.cpp": print_op_host(graph, info, soc),
+            f"op_api/aclnn_{name}.h": aclnn_printer.print_aclnn_header(info),
+            f"op_api/aclnn_{name}.cpp": aclnn_printer.print_aclnn_source(graph, info),
+            "op_api/lossgrad_checks.h": print_checks_header(),
+            f"framework/onnx_plugin/{name}_onnx_plugin.cc": project_files.onnx_plugin(info),
+            **project_files.cmake_lists(info, soc),
+        }
+        projects.append(Project(info, graph, files))
+    return projects
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def emit_project(module: ModuleOp, out_dir: Path | str, soc: str = DEFAULT_SOC) -> list[Path]:
+    """Write one project per level-2 function of `module` under `out_dir/<signature id>/`;
+    returns the files written."""
+    out = Path(out_dir)
+    written = []
+    for project in print_projects(lower_to_ascendc(module, soc), soc):
+        root = out / project.info.project
+        for relative, text in project.files.items():
+            path = root / relative
+            write_atomic(path, text)
+            if relative == "build.sh":
+                path.chmod(0o755)
+            written.append(path)
+    return written
