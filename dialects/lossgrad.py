@@ -284,9 +284,7 @@ class LossGradOp(IRDLOperation):
 class KlDivOp(LossGradOp):
     """The two KL ops: `reduction` and `log_target` (not an op itself)."""
 
-    log_target = prop_def(
-        BoolAttr, default_value=BoolAttr.from_bool(bool(spec.LOG_TARGET.default))
-    )
+    log_target = prop_def(BoolAttr, default_value=BoolAttr.from_bool(bool(spec.LOG_TARGET.default)))
 
     PROPERTY_NAMES: ClassVar[tuple[str, ...]] = ("reduction", "log_target")
 
@@ -308,8 +306,8 @@ class KlDivOp(LossGradOp):
 class KlDivBackwardOp(KlDivOp):
     """Gradient of kl_div with respect to `self`; the result has `self`'s type.
 
-        %g = lossgrad.kl_div_backward %dy, %x, %t reduction = batchmean log_target = true
-             : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+    %g = lossgrad.kl_div_backward %dy, %x, %t reduction = batchmean log_target = true
+         : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
     """
 
     name = "lossgrad.kl_div_backward"
@@ -320,8 +318,8 @@ class KlDivBackwardOp(KlDivOp):
 class KlDivTargetBackwardOp(KlDivOp):
     """Gradient of kl_div with respect to `target`; the result has `target`'s type.
 
-        %g = lossgrad.kl_div_target_backward %dy, %x, %t reduction = sum
-             : tensor<f32>, tensor<4x8xf16>, tensor<8xf16> -> tensor<8xf16>
+    %g = lossgrad.kl_div_target_backward %dy, %x, %t reduction = sum
+         : tensor<f32>, tensor<4x8xf16>, tensor<8xf16> -> tensor<8xf16>
     """
 
     name = "lossgrad.kl_div_target_backward"

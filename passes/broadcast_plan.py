@@ -57,8 +57,7 @@ def operand_map(shape: spec.Shape, iteration: spec.Shape) -> IndexMap:
     that is not a static 1 is a broadcast and reads index 0."""
     offset = len(iteration) - len(shape)
     return tuple(
-        None if d == 1 and iteration[offset + j] != 1 else offset + j
-        for j, d in enumerate(shape)
+        None if d == 1 and iteration[offset + j] != 1 else offset + j for j, d in enumerate(shape)
     )
 
 

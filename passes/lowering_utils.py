@@ -58,8 +58,7 @@ def predicate_attr(predicate: str) -> IntegerAttr:
 def affine_map_attr(loops: int, index_map: IndexMap) -> AffineMapAttr:
     """(d0..d{loops-1}) -> (...) with a dim for each int and the constant 0 for None."""
     results = tuple(
-        AffineExpr.constant(0) if loop is None else AffineExpr.dimension(loop)
-        for loop in index_map
+        AffineExpr.constant(0) if loop is None else AffineExpr.dimension(loop) for loop in index_map
     )
     return AffineMapAttr(AffineMap(loops, 0, results))
 
@@ -166,9 +165,7 @@ class ScalarBuilder:
 
     def dim(self, source: SSAValue, index: int) -> SSAValue:
         return self._add(
-            tensor.DimOp.create(
-                operands=[source, self.index_constant(index)], result_types=[INDEX]
-            )
+            tensor.DimOp.create(operands=[source, self.index_constant(index)], result_types=[INDEX])
         )
 
     def empty(self, sizes: Sequence[SSAValue], result_type: TensorType) -> SSAValue:

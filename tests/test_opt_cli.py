@@ -76,7 +76,11 @@ def test_cli_lowers_all_three_ops(command: str, all_ops: Path) -> None:
 
 def test_python_m_with_upstream_passes_composed(all_ops: Path) -> None:
     result = run(
-        sys.executable, "-m", "lossgrad_compiler.opt", str(all_ops), "-p",
+        sys.executable,
+        "-m",
+        "lossgrad_compiler.opt",
+        str(all_ops),
+        "-p",
         "lower-lossgrad,canonicalize,cse",
     )
     assert result.returncode == 0, result.stderr
