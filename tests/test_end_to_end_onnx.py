@@ -323,3 +323,35 @@ def test_bfloat16_outputs_come_back_as_bfloat16():
         out = run_session(make_session(compile_model(model, mode=mode).model), feeds)[0]
         assert out.dtype == np.dtype(ml_dtypes.bfloat16)
         check_outputs([out], [case], mode)
+
+
+EMPTY_PATTERNS = [p for p in BROADCAST_PATTERNS if 0 in p.self_shape + p.target_shape]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["float16", "float32"])
+@pytest.mark.parametrize("op_type", spec.OPERATORS)
+def test_static_empty_dimensions_keep_their_size(op_type: str, dtype: Any, mode: str):
+    """Regression: with static shapes ORT's ExpandElimination took a target size 0 for 1 and
+    returned a (1, 3) result where (0, 3) was due (float16 KlDivBackward, mean)."""
+    cases = []
+    for pattern in EMPTY_PATTERNS:
+        for attrs in attribute_variants(op_type)[::3]:
+            for go_shape in grad_output_shapes(op_type, pattern.b).values():
+                cases.append(
+                    make_case(
+                        op_type, attrs, pattern.self_shape, pattern.target_shape, go_shape, dtype
+                    )
+                )
+    nodes, inputs, outputs, feeds = [], [], [], {}
+    for k, case in enumerate(cases):
+        names = [f"{n}{k}" for n in NAMES]
+        nodes.append(lo.make_node(case.op_type, names, f"g{k}", name=f"n{k}", **case.attrs))
+        for name, input_name in zip(names, spec.INPUT_NAMES, strict=True):
+            array = case.inputs[input_name]
+            inputs.append((name, array.dtype, list(array.shape)))  # static shapes
+            feeds[name] = array
+        outputs.append((f"g{k}", case.result_dtype, list(case.result_shape)))
+    model = lo.make_model(lo.make_graph(nodes, inputs, outputs))
+    compiled = compile_model(model, mode=mode).model
+    check_outputs(run_session(make_session(compiled), feeds), cases, mode)

@@ -116,7 +116,7 @@ def _reduce(
     if not reduced <= value.axes:
         # Summing along an axis the summand does not vary along repeats it: expand first.
         shape = t.sink.shape(_iteration_shape(t, op, loops, maps))
-        value = Tensor(t.sink.expand(value.name, shape), loops, frozenset(range(loops)))
+        value = Tensor(t.sink.expand(value.name, shape, loops), loops, frozenset(range(loops)))
     offset = loops - value.rank
     dropped = sorted(k for k in reduced if k < loops - out_rank)
     kept = reduced - set(dropped)
@@ -159,7 +159,7 @@ def _complete(
     if value.rank == out_rank and needed <= value.axes:
         return Tensor(value.name, out_rank)
     entries = t.shape_entries(output, op)
-    expanded = t.sink.expand(value.name, t.sink.shape(entries))
+    expanded = t.sink.expand(value.name, t.sink.shape(entries), out_rank)
     return Tensor(expanded, out_rank)
 
 

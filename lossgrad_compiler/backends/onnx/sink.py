@@ -84,18 +84,31 @@ class NodeSink:
             result = self.add("Mul", [result, factor], "numel")
         return result
 
-    def expand(self, value: str, shape: str) -> str:
-        """`Expand(value, shape)`. When `value` is the result of a Cast that nothing else
-        reads, the Cast moves after the Expand (the two commute): ONNX Runtime's CPU provider
-        has no bfloat16 `Expand`, and narrowing casts are the last op of a level-2 body."""
+    def expand(self, value: str, shape: str, rank: int) -> str:
+        """`value` broadcast to `shape` (a 1-D int64 tensor of `rank` entries).
+
+        Two workarounds for ONNX Runtime (1.31, CPU) are built in:
+
+        * When `value` is the result of a Cast that nothing else reads, the Cast moves after
+          the broadcast (the two commute): there is no bfloat16 `Expand` kernel, and the
+          narrowing cast is the last op of a level-2 body.
+        * `Expand` is followed by a `Slice` to the same shape, a no-op by the ONNX standard.
+          ORT's ExpandElimination removes an Expand whose constant target shape has a 0
+          where the input has a 1 (it takes the 0 for a 1), which shapes with a static empty
+          dimension trigger; the Slice then still cuts the result to the right size."""
         producer = next((n for n in self.nodes if value in n.output), None)
         readers = [n for n in self.nodes if value in n.input]
-        if producer is None or producer.op_type != "Cast" or readers:
-            return self.add("Expand", [value, shape], "expanded")
-        self.nodes.remove(producer)
-        expanded = self.add("Expand", [producer.input[0], shape], "expanded")
-        (to,) = (a.i for a in producer.attribute if a.name == "to")
-        return self.cast(expanded, to)
+        narrowing = producer is not None and producer.op_type == "Cast" and not readers
+        if narrowing:
+            self.nodes.remove(producer)
+            value = producer.input[0]
+        expanded = self.add("Expand", [value, shape], "expanded")
+        starts = self.int64s([0] * rank)
+        result = self.add("Slice", [expanded, starts, shape], "expanded")
+        if narrowing:
+            (to,) = (a.i for a in producer.attribute if a.name == "to")
+            result = self.cast(result, to)
+        return result
 
     def shape(self, entries: Sequence[ShapeEntry]) -> str:
         """A 1-D int64 tensor holding a shape: Constant pieces for static sizes, `Shape` (or a

@@ -72,7 +72,8 @@ class Translator:
                 else Tensor(self.sink.scalar(found.fill), 0)
             )
             shape = self.sink.shape(found.empty.shape)
-            return Tensor(self.sink.expand(fill.name, shape), len(found.empty.shape))
+            rank = len(found.empty.shape)
+            return Tensor(self.sink.expand(fill.name, shape, rank), rank)
         if isinstance(found, EmptyTensor):
             raise Level2TranslationError(op, "reads the contents of a tensor.empty")
         assert isinstance(found, Accumulator)
