@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # every failure is one line for the user, never a traceback
         print(f"{PROG}: error: {_one_line(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     if not args.quiet:
         for line in lines:
             print(line)
