@@ -324,6 +324,9 @@ def check_element_type(op: OperatorSpec, argument: str, key: Any) -> FloatType:
 
 
 def _type_name(key: Any) -> str:
+    """How a rejected type is named: strings as given (MLIR's "i8" is not numpy's "i8")."""
+    if isinstance(key, str):
+        return key
     try:
         return str(np.dtype(key))
     except TypeError:
