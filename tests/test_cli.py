@@ -303,3 +303,27 @@ def test_compile_reports_progress_of_both_phases():
         seen = [c for c in calls if c[0] == phase]
         assert seen[-1] == (phase, count, count)
         assert [c[1] for c in seen] == sorted(c[1] for c in seen)
+
+
+def test_ascendc_target_with_the_real_backend(tmp_path: Path, capsys):
+    """One project per signature; float64 is refused in one line naming the right target."""
+    backend = pytest.importorskip("lossgrad_compiler.backends.ascendc")
+    if not hasattr(backend, "emit_project"):
+        pytest.skip("the Ascend C backend has no emit_project yet")
+    source = write(tmp_path / "in.onnx", good_model().SerializeToString())
+    out = tmp_path / "proj"
+    assert cli.main([str(source), "-o", str(out), "--target", "ascendc", "-q"]) == 0
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "kl_div_backward__f32_f32_f32__0d_dxd_1xd__batchmean_log_target0",
+        "smooth_l1_loss_backward__f32_f32_f32__0d_dxd_1xd__mean_beta0p5",
+    ]
+    node = lo.make_node("KlDivBackward", ["go", "x", "t"], "g", name="f64")
+    graph = lo.make_graph(
+        [node],
+        [("go", "float64", []), ("x", "float64", [3]), ("t", "float64", [3])],
+        [("g", "float64", [3])],
+    )
+    f64 = write(tmp_path / "f64.onnx", lo.make_model(graph).SerializeToString())
+    assert cli.main([str(f64), "-o", str(tmp_path / "p64"), "--target", "ascendc"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "float64" in err and "aclnn 161002" in err
