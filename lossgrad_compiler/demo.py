@@ -51,11 +51,68 @@ def _prepare_onnx_reference(model: ModelProto) -> Runner:
     return lambda feeds: lo.run_reference(model, feeds)
 
 
+def _named_outputs(model: ModelProto, values: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    return {out.name: v for out, v in zip(model.graph.output, values, strict=True)}
+
+
+def _prepare_standard_onnx(mode: str, threads: int) -> Callable[[ModelProto], Runner]:
+    """Compile once to standard ONNX (`mode`), then run in stock onnxruntime."""
+
+    def prepare(model: ModelProto) -> Runner:
+        from lossgrad_compiler.backends.onnx.run import make_session, run_session
+        from lossgrad_compiler.driver import compile_model
+
+        session = make_session(compile_model(model, target="onnx", mode=mode).model, threads)
+        return lambda feeds: _named_outputs(model, run_session(session, feeds))
+
+    return prepare
+
+
+def _prepare_native(threads: int) -> Callable[[ModelProto], Runner]:
+    """The native kernel library in onnxruntime (mixed-type nodes run their function)."""
+
+    def prepare(model: ModelProto) -> Runner:
+        from lossgrad_compiler.backends.onnx.run import run_session
+        from lossgrad_compiler.runtime import ort as native
+
+        session = native.session(model, intra_op_num_threads=threads, inter_op_num_threads=1)
+        return lambda feeds: _named_outputs(model, run_session(session, feeds))
+
+    return prepare
+
+
+def _native_unavailable() -> str | None:
+    from lossgrad_compiler.backends.ort.build import NativeUnavailableError
+    from lossgrad_compiler.runtime import ort as native
+
+    try:
+        native.library_path()
+    except NativeUnavailableError as err:
+        return str(err)
+    return None
+
+
 BACKENDS: list[Backend] = [
     Backend(
         "onnx-reference",
         "onnx ReferenceEvaluator + ai.lossgrad kernels",
         _prepare_onnx_reference,
+    ),
+    Backend(
+        "onnx-functions",
+        "lossgrad-compile --mode functions, onnxruntime, 2 threads",
+        _prepare_standard_onnx("functions", threads=2),
+    ),
+    Backend(
+        "onnx-inline",
+        "lossgrad-compile --mode inline, onnxruntime, 1 thread",
+        _prepare_standard_onnx("inline", threads=1),
+    ),
+    Backend(
+        "ort-native",
+        "native kernel library (same-type nodes; mixed-type nodes run their function), 2 threads",
+        _prepare_native(threads=2),
+        _native_unavailable,
     ),
 ]
 
@@ -123,7 +180,10 @@ def run_backend(
     backend: Backend, model: ModelProto, batches: Sequence[int]
 ) -> tuple[list[list[str]], list[OutputCheck]]:
     """Step rows and per-output checks of one backend over the batch sizes."""
-    reason = backend.unavailable()
+    try:
+        reason = backend.unavailable()
+    except Exception as err:  # a broken availability probe is a skip with its reason
+        reason = _error_text(err)
     if reason is not None:
         return [["run", backend.name, f"skipped: {reason}"]], []
     try:
