@@ -26,9 +26,12 @@ def test_demo_passes_and_prints_the_steps(capsys):
         "[aclnn 161002 ACLNN_ERR_PARAM_INVALID]",
         "reduction=batchmean log_target=1",
         "reduction=none beta=0.5",
-        f"all {3 * len(demo.BATCH_SIZES)} outputs match the reference within tolerance",
+        f"all {3 * len(demo.BATCH_SIZES) * len(demo.BACKENDS)} outputs match the reference "
+        "within tolerance",
     ):
         assert text in out
+    for backend in ("onnx-reference", "onnx-functions", "onnx-inline", "ort-native"):
+        assert f"{backend}: " in out
     for batch in demo.BATCH_SIZES:
         assert f"run N={batch}" in out
         assert f"grad_student_logp: float32[{batch},10]" in out
@@ -51,7 +54,8 @@ def test_a_wrong_backend_fails_the_demo(monkeypatch, capsys):
     monkeypatch.setattr(demo, "BACKENDS", [*demo.BACKENDS, _backend("off-by-a-bit", perturb)])
     assert demo.main() == 1
     out = capsys.readouterr().out
-    assert f"FAILED: {len(demo.BATCH_SIZES)} of {6 * len(demo.BATCH_SIZES)} outputs" in out
+    total = 3 * len(demo.BATCH_SIZES) * len(demo.BACKENDS)  # the patched list
+    assert f"FAILED: {len(demo.BATCH_SIZES)} of {total} outputs" in out
     rows = [line for line in out.splitlines() if line.startswith("off-by-a-bit")]
     assert sum("FAILED" in r for r in rows) == len(demo.BATCH_SIZES)
     assert all("box_l1" in r for r in rows if "FAILED" in r)
