@@ -161,13 +161,14 @@ def _kl_div_target_backward(
 def _smooth_l1_loss_backward(
     ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
 ) -> np.ndarray:
-    """ge*clamp((x-t)/beta, -1, 1) for beta > 0 (after rounding beta to C), else ge*sgn(x-t)."""
+    """ge*clamp((x-t)/beta, -1, 1) for beta > 0 (after rounding beta to C), the clamp decided
+    by comparing x-t with +-beta (so |d| == beta == inf gives +-1); else ge*sgn(x-t)."""
     one, zero = c(1), c(0)
     beta = c(attrs["beta"])
     d = x - t
     if beta > zero:
         q = d / beta
-        return ge * np.where(q > one, one, np.where(q < -one, -one, q))
+        return ge * np.where(d >= beta, one, np.where(d <= -beta, -one, q))
     return ge * np.where(d > zero, one, np.where(d < zero, -one, zero))
 
 

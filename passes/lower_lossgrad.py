@@ -96,7 +96,8 @@ def kl_div_target_backward(log_target: bool) -> Formula:
 
 
 def smooth_l1_loss_backward(beta: float) -> Formula:
-    """ge * clamp((x - t) / beta, -1, 1); with beta == 0 in C, ge * sgn(x - t), no division."""
+    """ge * clamp((x - t) / beta, -1, 1), the clamp decided by comparing x - t with +-beta;
+    with beta == 0 in C, ge * sgn(x - t), no division."""
 
     def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
         assert v.x is not None
@@ -105,9 +106,11 @@ def smooth_l1_loss_backward(beta: float) -> Formula:
         minus_one = b.constant(-1.0, v.compute_type)
         d = b.subf(v.x, v.t)
         if beta_c > 0:
-            q = b.divf(d, b.constant(beta_c, v.compute_type))
-            low = b.select(b.cmpf("olt", q, minus_one), minus_one, q)
-            clamped = b.select(b.cmpf("ogt", q, one), one, low)
+            # Compare d with +-beta rather than q with +-1: |d| == beta == inf gives +-1.
+            beta_value = b.constant(beta_c, v.compute_type)
+            q = b.divf(d, beta_value)
+            low = b.select(b.cmpf("ole", d, b.negf(beta_value)), minus_one, q)
+            clamped = b.select(b.cmpf("oge", d, beta_value), one, low)
             return b.mulf(v.ge, clamped)
         zero = b.constant(0.0, v.compute_type)
         negative = b.select(b.cmpf("olt", d, zero), minus_one, zero)

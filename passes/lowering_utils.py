@@ -35,7 +35,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 
 INDEX = IndexType()
 
-CMPF_PREDICATES = {"oeq": 1, "ogt": 2, "olt": 4}
+CMPF_PREDICATES = {"oeq": 1, "ogt": 2, "oge": 3, "olt": 4, "ole": 5}
 """The arith.cmpf predicates level-2 bodies use (values from MLIR's CmpFPredicate)."""
 
 

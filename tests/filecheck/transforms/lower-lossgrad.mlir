@@ -96,10 +96,11 @@ func.func @sl1_clamp(%dy: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<2x3xf32>)
 // CHECK-NEXT:      %[[D:.*]] = arith.subf %[[B]], %[[C]] : f32
 // CHECK-NEXT:      %[[BETA:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK-NEXT:      %[[Q:.*]] = arith.divf %[[D]], %[[BETA]] : f32
-// CHECK-NEXT:      %[[LT:.*]] = arith.cmpf olt, %[[Q]], %[[MONE]] : f32
-// CHECK-NEXT:      %[[LOW:.*]] = arith.select %[[LT]], %[[MONE]], %[[Q]] : f32
-// CHECK-NEXT:      %[[GT:.*]] = arith.cmpf ogt, %[[Q]], %[[ONE]] : f32
-// CHECK-NEXT:      %[[CL:.*]] = arith.select %[[GT]], %[[ONE]], %[[LOW]] : f32
+// CHECK-NEXT:      %[[NB:.*]] = arith.negf %[[BETA]] : f32
+// CHECK-NEXT:      %[[LE:.*]] = arith.cmpf ole, %[[D]], %[[NB]] : f32
+// CHECK-NEXT:      %[[LOW:.*]] = arith.select %[[LE]], %[[MONE]], %[[Q]] : f32
+// CHECK-NEXT:      %[[GE2:.*]] = arith.cmpf oge, %[[D]], %[[BETA]] : f32
+// CHECK-NEXT:      %[[CL:.*]] = arith.select %[[GE2]], %[[ONE]], %[[LOW]] : f32
 // CHECK-NEXT:      %[[R:.*]] = arith.mulf %[[GE]], %[[CL]] : f32
 // CHECK-NEXT:      linalg.yield %[[R]] : f32
 
