@@ -102,18 +102,23 @@ def symbolic(shape: tuple[int, ...], prefix: str) -> list[int | str]:
     return [d if d == 1 else f"{prefix}{i}" for i, d in enumerate(shape)]
 
 
-def cases_model(cases: list[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """One model with one node per case (each with its own inputs), and its feeds."""
+def cases_model(
+    cases: list[Case], static: bool = False
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One model with one node per case (each with its own inputs), and its feeds; shapes are
+    symbolic (except the broadcast 1s `symbolic` keeps) unless `static`."""
     nodes, inputs, outputs, feeds = [], [], [], {}
     for k, case in enumerate(cases):
         names = [f"{n}{k}" for n in NAMES]
         nodes.append(lo.make_node(case.op_type, names, f"g{k}", name=f"n{k}", **case.attrs))
         for name, input_name in zip(names, spec.INPUT_NAMES, strict=True):
             array = case.inputs[input_name]
-            inputs.append((name, array.dtype, symbolic(array.shape, f"{name}_")))
+            shape = list(array.shape) if static else symbolic(array.shape, f"{name}_")
+            inputs.append((name, array.dtype, shape))
             feeds[name] = array
         rank = len(case.result_shape)
-        outputs.append((f"g{k}", case.result_dtype, [f"g{k}_{i}" for i in range(rank)]))
+        result_shape = list(case.result_shape) if static else [f"g{k}_{i}" for i in range(rank)]
+        outputs.append((f"g{k}", case.result_dtype, result_shape))
     return lo.make_model(lo.make_graph(nodes, inputs, outputs)), feeds
 
 
@@ -343,15 +348,6 @@ def test_static_empty_dimensions_keep_their_size(op_type: str, dtype: Any, mode:
                         op_type, attrs, pattern.self_shape, pattern.target_shape, go_shape, dtype
                     )
                 )
-    nodes, inputs, outputs, feeds = [], [], [], {}
-    for k, case in enumerate(cases):
-        names = [f"{n}{k}" for n in NAMES]
-        nodes.append(lo.make_node(case.op_type, names, f"g{k}", name=f"n{k}", **case.attrs))
-        for name, input_name in zip(names, spec.INPUT_NAMES, strict=True):
-            array = case.inputs[input_name]
-            inputs.append((name, array.dtype, list(array.shape)))  # static shapes
-            feeds[name] = array
-        outputs.append((f"g{k}", case.result_dtype, list(case.result_shape)))
-    model = lo.make_model(lo.make_graph(nodes, inputs, outputs))
+    model, feeds = cases_model(cases, static=True)
     compiled = compile_model(model, mode=mode).model
     check_outputs(run_session(make_session(compiled), feeds), cases, mode)
