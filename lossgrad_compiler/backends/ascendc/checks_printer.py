@@ -48,6 +48,8 @@ def print_checks_header() -> str:
         "@FLOAT_TEST@": " || ".join(f"dtype == {v}" for v in floats),
         "@ELEMENT_TYPE_RULE@": string_literal(f"element type must be one of {allowed}, got "),
         "@NO_ENLARGE_RULE@": string_literal(f" must broadcast to {broadcast_name()} "),
+        "@BROADCAST_NAME@": string_literal(broadcast_name()),
+        "@INPUT_NAMES@": ", ".join(string_literal(n) for n in spec.INPUT_NAMES),
     }
     text = TEMPLATE.read_text()
     for key, value in values.items():

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from lossgrad_compiler import spec
@@ -27,15 +26,12 @@ from lossgrad_compiler.backends.ascendc.project import Project, lower_to_ascendc
 from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC, Soc
 from lossgrad_compiler.backends.ascendc.soc import soc as soc_named
 from lossgrad_compiler.errors import (
-    ACLNN_ERR_PARAM_INVALID,
-    ACLNN_ERR_PARAM_NULLPTR,
     InvalidArgumentError,
     LossGradError,
-    MissingInputError,
     UnsupportedByBackendError,
 )
 
-MAGIC = b"LGASC01\0"
+MAGIC = b"LGASC02\0"
 VIOLATION_EXIT = 86
 UNTOUCHED = 0x5A  # the runner fills every output with this byte before the call
 FLAG_NULL_WORKSPACE_SIZE = 1
@@ -63,28 +59,51 @@ class AclnnError(LossGradError):
 # --------------------------------------------------------------------------- signatures
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompiledSignature:
+    """One signature inside a runner executable (which may hold several)."""
+
     project: Project
     runner: Path
+    index: int
     soc: Soc
 
 
-_COMPILED: dict[tuple[str, str], CompiledSignature] = {}
+_PROJECTS: dict[tuple[str, str], Project] = {}
+_RUNNERS: dict[tuple[str, ...], Path] = {}
 
 
-def compile_signature(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> CompiledSignature:
-    """The emulation runner of the signature of a validated call (built once per process)."""
+def signature_project(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> Project:
+    """The printed project of a validated call's signature (once per process)."""
     from lossgrad_compiler.driver import lower_signatures
     from lossgrad_compiler.frontend.signature import signature_of
 
     refuse_float64(checked)
     signature = signature_of(checked)
     key = (signature.id, soc)
-    if key not in _COMPILED:
-        (project,) = print_projects(lower_to_ascendc(lower_signatures([signature]), soc), soc)
-        _COMPILED[key] = CompiledSignature(project, build_runner(project), soc_named(soc))
-    return _COMPILED[key]
+    if key not in _PROJECTS:
+        module = lower_to_ascendc(lower_signatures([signature]), soc)
+        (_PROJECTS[key],) = print_projects(module, soc)
+    return _PROJECTS[key]
+
+
+def compile_signatures(
+    checked: Sequence[spec.CheckedCall], soc: str = DEFAULT_SOC
+) -> list[CompiledSignature]:
+    """One runner for the signatures of all the calls (one entry per call, in order)."""
+    projects = [signature_project(c, soc) for c in checked]
+    unique = list({p.info.op_type: p for p in projects}.values())
+    key = (soc, *sorted(p.info.op_type for p in unique))
+    if key not in _RUNNERS:
+        _RUNNERS[key] = build_runner(unique)
+    index = {p.info.op_type: k for k, p in enumerate(unique)}
+    return [
+        CompiledSignature(p, _RUNNERS[key], index[p.info.op_type], soc_named(soc)) for p in projects
+    ]
+
+
+def compile_signature(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> CompiledSignature:
+    return compile_signatures([checked], soc)[0]
 
 
 def refuse_float64(checked: spec.CheckedCall) -> None:
@@ -111,6 +130,7 @@ class RawCase:
     log_target: bool = False
     beta: float = 1.0
     flags: int = 0
+    signature: int = 0
     cores: int = 48
     ub_bytes: int = 196608
 
@@ -138,21 +158,21 @@ def _tensor_bytes(array: np.ndarray | None, dtype: Any, shape: Sequence[int]) ->
     return header + struct.pack("<Q", len(data)) + data
 
 
-def run_raw(compiled: CompiledSignature, cases: Sequence[RawCase]) -> list[RawResult]:
-    """Run the cases in one runner process."""
+def run_raw(runner: Path, cases: Sequence[RawCase]) -> list[RawResult]:
+    """Run the cases in one process of a runner executable."""
     with tempfile.TemporaryDirectory(prefix="lossgrad-ascendc-") as tmp:
         case_file, result_file = Path(tmp) / "cases.bin", Path(tmp) / "results.bin"
         with case_file.open("wb") as f:
             f.write(MAGIC + struct.pack("<I", len(cases)))
             for c in cases:
-                f.write(struct.pack("<I", c.flags))
+                f.write(struct.pack("<II", c.signature, c.flags))
                 for a in c.inputs:
                     f.write(_tensor_bytes(a, a.dtype, a.shape))
                 f.write(_tensor_bytes(None, c.out_dtype, c.out_shape))
                 f.write(struct.pack("<qBd", c.reduction, int(c.log_target), c.beta))
                 f.write(struct.pack("<IQ", c.cores, c.ub_bytes))
         done = subprocess.run(
-            [str(compiled.runner), str(case_file), str(result_file)],
+            [str(runner), str(case_file), str(result_file)],
             capture_output=True, text=True, timeout=1800, check=False,
         )  # fmt: skip
         if done.returncode == VIOLATION_EXIT:
@@ -193,7 +213,10 @@ def _checked(op_type: str, arrays: Mapping[str, np.ndarray | None], attrs: Mappi
 
 
 def raw_case(
-    checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray], soc: Soc, cores: int | None
+    checked: spec.CheckedCall,
+    arrays: Mapping[str, np.ndarray],
+    compiled: CompiledSignature,
+    cores: int | None,
 ) -> RawCase:
     attrs = checked.attrs
     return RawCase(
@@ -203,46 +226,38 @@ def raw_case(
         reduction=checked.reduction.aclnn_code,
         log_target=bool(attrs.get("log_target", 0)),
         beta=float(attrs.get("beta", 0.0)),
-        cores=cores or soc.vector_cores,
-        ub_bytes=soc.ub_bytes,
+        signature=compiled.index,
+        cores=cores or compiled.soc.vector_cores,
+        ub_bytes=compiled.soc.ub_bytes,
     )
 
 
-def emulate_batch(
-    op_type: str,
-    calls: Sequence[Mapping[str, Any]],
-    attrs: Mapping[str, Any] | None = None,
-    soc: str = DEFAULT_SOC,
-    block_dims: Sequence[int | None] | None = None,
-) -> list[np.ndarray]:
-    """`emulate` for many calls; calls of one signature share one runner process."""
-    attrs = dict(attrs or {})
-    block_dims = list(block_dims or [None] * len(calls))
-    groups: dict[str, list[int]] = {}
-    prepared = []
-    for k, call in enumerate(calls):
-        arrays = _arrays(call)
-        checked = _checked(op_type, arrays, attrs)
-        compiled = compile_signature(checked, soc)
-        prepared.append((compiled, raw_case(checked, arrays, compiled.soc, block_dims[k])))
-        groups.setdefault(compiled.project.info.function, []).append(k)
-    out: list[np.ndarray | None] = [None] * len(calls)
-    for indices in groups.values():
-        compiled = prepared[indices[0]][0]
-        results = run_raw(compiled, [prepared[k][1] for k in indices])
-        for k, result in zip(indices, results, strict=True):
-            if result.status != 0:
-                raise _error(result)
-            out[k] = result.output
-    return [o for o in out if o is not None]
+@dataclass(frozen=True)
+class Call:
+    """One call for `emulate_calls`: op, inputs, attributes, and the cores to run on."""
+
+    op_type: str
+    inputs: Mapping[str, Any]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    block_dim: int | None = None
 
 
-def _error(result: RawResult) -> LossGradError:
-    if result.status == ACLNN_ERR_PARAM_NULLPTR:
-        return MissingInputError("aclnn", "call", result.message)
-    if result.status == ACLNN_ERR_PARAM_INVALID:
-        return AclnnError(result.status, result.message)
-    return AclnnError(result.status, result.message or f"aclnn status {result.status}")
+def emulate_calls(calls: Sequence[Call], soc: str = DEFAULT_SOC) -> list[np.ndarray]:
+    """Run many calls (any operators and signatures): one build, one runner process."""
+    arrays = [_arrays(c.inputs) for c in calls]
+    checked = [_checked(c.op_type, a, c.attrs) for c, a in zip(calls, arrays, strict=True)]
+    if not calls:
+        return []
+    compiled = compile_signatures(checked, soc)
+    cases = [
+        raw_case(ch, a, co, c.block_dim)
+        for ch, a, co, c in zip(checked, arrays, compiled, calls, strict=True)
+    ]
+    results = run_raw(compiled[0].runner, cases)
+    for result in results:
+        if result.status != 0:
+            raise AclnnError(result.status, result.message)
+    return [r.output for r in results]
 
 
 def emulate(
@@ -255,7 +270,4 @@ def emulate(
     """The result of one call computed by the emulated Ascend C kernel (reference.evaluate's
     call shape). float64 raises UnsupportedByBackendError; an invalid call raises the
     spec's LossGradError before anything is compiled."""
-    return emulate_batch(op_type, [inputs], attrs, soc=soc, block_dims=[block_dim])[0]
-
-
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+    return emulate_calls([Call(op_type, inputs, dict(attrs or {}), block_dim)], soc)[0]

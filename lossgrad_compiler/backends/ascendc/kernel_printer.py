@@ -136,7 +136,13 @@ class KernelPrinter:
             "",
         ]
         if self.helpers:
-            out += [HELPERS.read_text()]
+            out += [
+                "#ifndef LOSSGRAD_COPY_HELPERS",
+                "#define LOSSGRAD_COPY_HELPERS",
+                HELPERS.read_text(),
+                "#endif  // LOSSGRAD_COPY_HELPERS",
+                "",
+            ]
         out += [
             f"class {names.class_name} {{",
             "public:",

@@ -29,7 +29,7 @@ _SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 class SignatureInfo:
     """The operator and attributes of one compiled signature, and its C++ names."""
 
-    function: str  # the level-2 function's name (the signature id)
+    function: str  # the level-2 function's name (the signature id): print only `project`
     op: spec.OperatorSpec
     attrs: dict[str, Any]  # every attribute, spec order, checked values
     types: tuple[spec.FloatType, spec.FloatType, spec.FloatType]

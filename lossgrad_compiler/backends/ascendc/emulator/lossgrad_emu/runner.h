@@ -14,10 +14,11 @@
 
 namespace lossgrad_emu {
 
-constexpr char kCaseMagic[8] = {'L', 'G', 'A', 'S', 'C', '0', '1', '\0'};
+constexpr char kCaseMagic[8] = {'L', 'G', 'A', 'S', 'C', '0', '2', '\0'};
 constexpr uint8_t kUntouched = 0x5A;
 
 struct Case {
+  uint32_t signature = 0;  // which of the runner's signatures to call
   uint32_t flags = 0;  // bit 0/1: null workspaceSize/executor; bit 2+k: input k null; bit 5: out null
   aclTensor* inputs[3] = {nullptr, nullptr, nullptr};
   aclTensor* out = nullptr;

@@ -543,6 +543,7 @@ int RunCaseFile(int argc, char** argv, aclnnStatus (*call)(Case&)) {
   const uint32_t cases = r.Get<uint32_t>();
   for (uint32_t k = 0; k < cases; ++k) {
     Case c;
+    c.signature = r.Get<uint32_t>();
     c.flags = r.Get<uint32_t>();
     for (auto& t : c.inputs) t = ReadTensor(r, true);
     c.out = ReadTensor(r, false);

@@ -1,0 +1,201 @@
+"""The generated aclnn two-phase wrappers: SPEC.md's validation with its codes and messages
+(the same text spec.validate produces), the signature check, outputs left untouched by a
+rejected call, the empty-tensor rules, and emulate()'s own refusals."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lossgrad_compiler import errors, spec
+from lossgrad_compiler.backends.ascendc import emulate
+from lossgrad_compiler.backends.ascendc.emulate import (
+    FLAG_NULL_EXECUTOR,
+    FLAG_NULL_OUT,
+    FLAG_NULL_WORKSPACE_SIZE,
+    UNTOUCHED,
+    RawCase,
+    compile_signature,
+    flag_null_input,
+    run_raw,
+)
+
+F32 = np.float32
+
+
+def spec_format(argument: str, rule: str) -> str:
+    return errors.format_error("KlDivBackward", argument, rule, errors.ACLNN_ERR_PARAM_INVALID)
+
+
+def _signature(op_type: str, attrs: dict[str, Any]):
+    shapes = {"grad_output": (), "self": (2, 3), "target": (2, 3)}
+    infos = {n: spec.TensorInfo(np.dtype(F32), s) for n, s in shapes.items()}
+    return compile_signature(spec.validate(op_type, infos, attrs))
+
+
+def _raw(
+    inputs: dict[str, np.ndarray],
+    attrs: dict[str, Any],
+    out_shape=(2, 3),
+    out_dtype=F32,
+    flags: int = 0,
+) -> RawCase:
+    return RawCase(
+        inputs=[inputs[n] for n in spec.INPUT_NAMES],
+        out_dtype=out_dtype,
+        out_shape=out_shape,
+        reduction=spec.Reduction(attrs.get("reduction", "mean")).aclnn_code
+        if isinstance(attrs.get("reduction", "mean"), str)
+        else attrs["reduction"],
+        log_target=bool(attrs.get("log_target", 0)),
+        beta=float(attrs.get("beta", 1.0)),
+        flags=flags,
+    )
+
+
+def _inputs(go=(), x=(2, 3), t=(2, 3), dtypes=(F32, F32, F32)) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        n: rng.random(s).astype(d)
+        for n, s, d in zip(spec.INPUT_NAMES, (go, x, t), dtypes, strict=True)
+    }
+
+
+def _spec_error(op_type: str, inputs: dict[str, np.ndarray | None], attrs: dict[str, Any]):
+    infos = {n: None if a is None else spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}
+    with pytest.raises(errors.LossGradError) as err:
+        spec.validate(op_type, infos, attrs)
+    return err.value
+
+
+INVALID_KL = [
+    ("int32 self", _inputs(dtypes=(F32, np.int32, F32)), {}),
+    ("bool target", _inputs(dtypes=(F32, F32, np.bool_)), {}),
+    ("rank 9", _inputs(t=(1,) * 9), {}),
+    ("no broadcast", _inputs(x=(2, 3), t=(4, 3)), {}),
+    ("grad_output enlarges B", _inputs(go=(5, 2, 3)), {}),
+    ("grad_output does not broadcast", _inputs(go=(4,)), {}),
+    ("grad_output enlarges an axis", _inputs(go=(3, 3), x=(1, 3), t=(1, 3)), {}),
+]
+
+
+@pytest.mark.parametrize(("label", "inputs", "attrs"), INVALID_KL, ids=[c[0] for c in INVALID_KL])
+def test_kl_wrapper_rejects_like_spec(label: str, inputs: dict, attrs: dict) -> None:
+    op = spec.KL_DIV_BACKWARD.name
+    compiled = _signature(op, {"reduction": "mean"})
+    (result,) = run_raw(compiled.runner, [_raw(inputs, {"reduction": "mean", **attrs})])
+    expected = _spec_error(op, inputs, {"reduction": "mean", **attrs})
+    assert (result.status, result.message) == (expected.code, str(expected))
+    assert (result.output.view(np.uint8) == UNTOUCHED).all()
+
+
+@pytest.mark.parametrize("missing", [0, 1, 2])
+def test_null_input_is_161001_like_spec(missing: int) -> None:
+    op = spec.SMOOTH_L1_LOSS_BACKWARD.name
+    compiled = _signature(op, {"reduction": "mean", "beta": 1.0})
+    inputs = _inputs()
+    (result,) = run_raw(compiled.runner, [_raw(inputs, {}, flags=flag_null_input(missing))])
+    given = {n: (None if k == missing else a) for k, (n, a) in enumerate(inputs.items())}
+    expected = _spec_error(op, given, {})
+    assert result.status == errors.ACLNN_ERR_PARAM_NULLPTR == expected.code
+    assert result.message == str(expected)
+
+
+@pytest.mark.parametrize(
+    ("flag", "argument"),
+    [
+        (FLAG_NULL_OUT, "out"),
+        (FLAG_NULL_WORKSPACE_SIZE, "workspaceSize"),
+        (FLAG_NULL_EXECUTOR, "executor"),
+    ],
+)
+def test_null_output_and_phase_one_pointers_are_161001(flag: int, argument: str) -> None:
+    op = spec.KL_DIV_TARGET_BACKWARD.name
+    compiled = _signature(op, {"reduction": "sum"})
+    (result,) = run_raw(compiled.runner, [_raw(_inputs(), {"reduction": "sum"}, flags=flag)])
+    assert result.status == errors.ACLNN_ERR_PARAM_NULLPTR
+    assert result.message == errors.format_error(op, argument, "is required", result.status)
+
+
+@pytest.mark.parametrize("beta", [-1.0, -1e-300, math.nan, -math.inf])
+def test_beta_out_of_range_is_rejected_like_spec(beta: float) -> None:
+    op = spec.SMOOTH_L1_LOSS_BACKWARD.name
+    compiled = _signature(op, {"reduction": "mean", "beta": 1.0})
+    inputs = _inputs()
+    (result,) = run_raw(compiled.runner, [_raw(inputs, {"reduction": "mean", "beta": beta})])
+    expected = _spec_error(op, inputs, {"reduction": "mean", "beta": beta})
+    assert (result.status, result.message) == (expected.code, str(expected))
+
+
+@pytest.mark.parametrize(("op_type", "code"), [("SmoothL1LossBackward", 3), ("KlDivBackward", 7)])
+def test_reduction_code_out_of_range_is_161002(op_type: str, code: int) -> None:
+    attrs = {"reduction": "mean", "beta": 1.0} if op_type.startswith("Smooth") else {}
+    compiled = _signature(op_type, attrs or {"reduction": "mean"})
+    (result,) = run_raw(compiled.runner, [_raw(_inputs(), {**attrs, "reduction": code})])
+    rule = spec.operator(op_type).attribute("reduction").rule()
+    assert result.status == errors.ACLNN_ERR_PARAM_INVALID
+    assert result.message == errors.format_error(
+        op_type, "attribute 'reduction'", f"must be {rule}, got {code}", result.status
+    )
+
+
+def test_a_valid_call_of_another_signature_is_refused() -> None:
+    op = spec.KL_DIV_BACKWARD.name
+    compiled = _signature(op, {"reduction": "mean"})
+    cases = [
+        _raw(_inputs(dtypes=(F32, np.float16, F32)), {"reduction": "mean"}, out_dtype=np.float16),
+        _raw(_inputs(x=(1, 3)), {"reduction": "mean"}, out_shape=(1, 3)),
+        _raw(_inputs(), {"reduction": "sum"}),
+        _raw(_inputs(), {"reduction": "mean", "log_target": 1}),
+    ]
+    results = run_raw(compiled.runner, cases)
+    assert [r.status for r in results] == [errors.ACLNN_ERR_PARAM_INVALID] * 4
+    assert "compiled for element type float32, got float16" in results[0].message
+    assert "compiled for the shape pattern [?, ?]" in results[1].message
+    assert (
+        "attribute 'reduction': the Ascend C kernel was compiled for 1 ('mean')"
+        in results[2].message
+    )
+    assert "attribute 'log_target': the Ascend C kernel was compiled for 0" in results[3].message
+    assert all((r.output.view(np.uint8) == UNTOUCHED).all() for r in results)
+
+
+def test_output_of_the_wrong_shape_or_type_is_refused() -> None:
+    op = spec.KL_DIV_BACKWARD.name
+    compiled = _signature(op, {"reduction": "mean"})
+    results = run_raw(
+        compiled.runner,
+        [_raw(_inputs(), {}, out_shape=(3, 2)), _raw(_inputs(), {}, out_dtype=np.float16)],
+    )
+    assert results[0].message == spec_format(
+        "out", "shape must be [2, 3] (the result shape), got [3, 2]"
+    )
+    assert "out: element type must be float32 (the result type), got float16" in results[1].message
+
+
+def test_empty_iteration_space_writes_zeros_where_a_sum_is_taken() -> None:
+    """self [0, 3] with target [3]: grad_target = zeros (SPEC; CANN's aclnn skips it)."""
+    op = spec.KL_DIV_TARGET_BACKWARD.name
+    inputs = _inputs(go=(), x=(0, 3), t=(3,))
+    out = emulate(op, inputs, {"reduction": "sum"})
+    assert out.shape == (3,) and out.dtype == F32 and (out == 0).all() and not np.signbit(out).any()
+    empty = emulate(op, _inputs(go=(), x=(0, 3), t=(0, 3)), {"reduction": "mean"})
+    assert empty.shape == (0, 3)
+
+
+def test_float64_is_refused_before_compiling() -> None:
+    inputs = _inputs(dtypes=(F32, np.float64, F32))
+    with pytest.raises(errors.UnsupportedByBackendError, match="use the onnx or ort target") as err:
+        emulate(spec.KL_DIV_BACKWARD.name, inputs, {"reduction": "sum"})
+    assert err.value.code == errors.ACLNN_ERR_PARAM_INVALID
+
+
+def test_invalid_calls_raise_the_spec_error_before_compiling() -> None:
+    inputs = _inputs(x=(2, 3), t=(4, 3))
+    expected = _spec_error(spec.KL_DIV_BACKWARD.name, inputs, {})
+    with pytest.raises(errors.LossGradError) as err:
+        emulate(spec.KL_DIV_BACKWARD.name, inputs, {})
+    assert str(err.value) == str(expected)
