@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.emulate import Call, emulate_calls
@@ -78,3 +80,47 @@ def test_results_do_not_depend_on_the_core_count() -> None:
     outs = emulate_calls([Call(op_type, inputs, attrs, cores) for cores in (1, 7, 48)])
     for out in outs[1:]:
         assert out.tobytes() == outs[0].tobytes()
+
+
+RANDOM_ATTRS = {"reduction": "mean"}
+
+
+@pytest.fixture(scope="module")
+def random_signatures() -> None:
+    """Build one runner for every signature the random test can draw."""
+    cases = [
+        case
+        for op_type in OP_TYPES
+        for dtype in ("f32", "f16")
+        for pattern in PATTERNS[op_type][:2]
+        for case in signature_cases(
+            op_type, RANDOM_ATTRS, pattern, [DTYPES[dtype]] * 3, [(3, 1)], 0
+        )
+    ]
+    _run(cases)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    op_type=st.sampled_from(OP_TYPES),
+    dtype=st.sampled_from(["f32", "f16"]),
+    scalar_g=st.booleans(),
+    n=st.integers(1, 40_000),
+    block_dim=st.integers(1, 48),
+    seed=st.integers(0, 2**16),
+)
+def test_random_lengths_and_core_counts(
+    random_signatures: None,
+    op_type: str,
+    dtype: str,
+    scalar_g: bool,
+    n: int,
+    block_dim: int,
+    seed: int,
+) -> None:
+    """Any length on any core count (one runner holds every signature drawn here)."""
+    pattern = PATTERNS[op_type][1 if scalar_g else 0]
+    dtypes = [DTYPES[dtype]] * 3
+    _run(signature_cases(op_type, RANDOM_ATTRS, pattern, dtypes, [(n, block_dim)], seed))

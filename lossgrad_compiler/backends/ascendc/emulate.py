@@ -70,7 +70,7 @@ class CompiledSignature:
 
 
 _PROJECTS: dict[tuple[str, str], Project] = {}
-_RUNNERS: dict[tuple[str, ...], Path] = {}
+_RUNNERS: dict[tuple[str, ...], tuple[Path, dict[str, int]]] = {}
 
 
 def signature_project(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> Project:
@@ -92,14 +92,17 @@ def compile_signatures(
 ) -> list[CompiledSignature]:
     """One runner for the signatures of all the calls (one entry per call, in order)."""
     projects = [signature_project(c, soc) for c in checked]
+    needed = {p.info.op_type for p in projects}
+    for key, (runner, index) in _RUNNERS.items():  # a runner built before may hold them all
+        if key[0] == soc and needed <= index.keys():
+            return [CompiledSignature(p, runner, index[p.info.op_type], soc_named(soc))
+                    for p in projects]  # fmt: skip
     unique = list({p.info.op_type: p for p in projects}.values())
-    key = (soc, *sorted(p.info.op_type for p in unique))
-    if key not in _RUNNERS:
-        _RUNNERS[key] = build_runner(unique)
+    key = (soc, *sorted(needed))
     index = {p.info.op_type: k for k, p in enumerate(unique)}
-    return [
-        CompiledSignature(p, _RUNNERS[key], index[p.info.op_type], soc_named(soc)) for p in projects
-    ]
+    _RUNNERS[key] = (build_runner(unique), index)
+    return [CompiledSignature(p, _RUNNERS[key][0], index[p.info.op_type], soc_named(soc))
+            for p in projects]  # fmt: skip
 
 
 def compile_signature(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> CompiledSignature:
