@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc import emit_project
+from lossgrad_compiler.backends.ascendc.build import EMULATOR_DIR, compiler
 from lossgrad_compiler.backends.ascendc.signature_info import msopgen_snake, signature_info
 from lossgrad_compiler.driver import lower_signatures
 from lossgrad_compiler.errors import InvalidArgumentError
@@ -175,3 +177,25 @@ def test_lossgrad_opt_target_prints_kernels(tmp_path: Path) -> None:
     assert text.count('extern "C" __global__ __aicore__ void kl_div_backward_sig') == 1
     assert "Cast(" in text and "Muls(" in text and "struct KlDivBackwardSig" in text
     assert isinstance(module, ModuleOp)
+
+
+def test_onnx_plugins_compile_against_the_plugin_api(projects) -> None:
+    """The framework plugins are checked for syntax and types with the emulation's slice of
+    the domi registration API (the rest of each project compiles in every emulation run)."""
+    out, _, _ = projects
+    cxx, _ = compiler()
+    for plugin in out.glob("*/framework/onnx_plugin/*_onnx_plugin.cc"):
+        done = subprocess.run(
+            [
+                cxx,
+                "-std=c++17",
+                "-fsyntax-only",
+                "-Wall",
+                "-Werror",
+                f"-I{EMULATOR_DIR}",
+                str(plugin),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
