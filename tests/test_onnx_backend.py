@@ -135,10 +135,11 @@ def test_same_shapes_need_no_shape_or_broadcast_nodes():
         "Sub",
         "Constant",
         "Div",
+        "Neg",
+        "LessOrEqual",
         "Constant",
-        "Less",
         "Where",
-        "Greater",
+        "GreaterOrEqual",
         "Where",
         "Mul",
     ]
