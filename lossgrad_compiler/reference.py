@@ -64,17 +64,13 @@ def scale_value(checked: spec.CheckedCall) -> np.floating | None:
     """The reduction scale of a call with static shapes, as level2.md computes it:
     `C(1) / C(n)` in the compute type C, or None where the body multiplies by nothing
     (none, sum, 0-d self under batchmean, and a divisor of 1, where multiplying by 1 would
-    change no bit).
-
-    The divisor n is recovered from `spec.reduction_scale` (which returns 1/n as a double)
-    so that the rule for n lives in spec.py only; round(1 / (1/n)) == n for n < 2**51."""
+    change no bit)."""
     c = checked.compute.numpy
-    s = spec.reduction_scale(
+    divisor = spec.reduction_divisor(
         checked.reduction, _concrete(checked.shapes["self"]), _concrete(checked.broadcast_shape)
     )
-    if s == 1.0:
+    if divisor is None or divisor == 1:
         return None
-    divisor = 0 if math.isinf(s) else round(1.0 / s)
     with np.errstate(all="ignore"):
         return c(1) / c(divisor)
 

@@ -487,19 +487,27 @@ def validate(
     )
 
 
+def reduction_divisor(
+    reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
+) -> int | None:
+    """SPEC's n of the scale s = 1/n for concrete shapes: numel(B) for mean, self.shape[0]
+    for batchmean; None where nothing is scaled (none, sum, batchmean of a 0-d self)."""
+    reduction = Reduction(reduction)
+    if reduction is Reduction.MEAN:
+        return math.prod(b)
+    if reduction is Reduction.BATCHMEAN and len(self_shape) > 0:
+        return self_shape[0]
+    return None
+
+
 def reduction_scale(
     reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
 ) -> float:
     """SPEC's scale s for concrete shapes (may be inf when the divisor is 0: nothing is scaled)."""
-    reduction = Reduction(reduction)
-    if reduction is Reduction.MEAN:
-        n = math.prod(b)
-        return math.inf if n == 0 else 1.0 / n
-    if reduction is Reduction.BATCHMEAN:
-        if len(self_shape) == 0:
-            return 1.0
-        return math.inf if self_shape[0] == 0 else 1.0 / self_shape[0]
-    return 1.0
+    n = reduction_divisor(reduction, self_shape, b)
+    if n is None:
+        return 1.0
+    return math.inf if n == 0 else 1.0 / n
 
 
 # --------------------------------------------------------------------------- documentation
