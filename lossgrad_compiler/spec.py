@@ -431,7 +431,8 @@ class CheckedCall:
         return Reduction(self.attrs["reduction"])
 
 
-_B = "broadcast(self, target)"
+# How messages name the broadcast of self and target (its shape is B in SPEC.md).
+BROADCAST_OPERAND = "broadcast(self, target)"
 
 
 def validate(
@@ -459,10 +460,14 @@ def validate(
         b = broadcast_shapes(op.name, [("self", shapes["self"]), ("target", shapes["target"])])
         if op.grad_output_may_enlarge:
             if shapes["grad_output"] is not None:
-                it = broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), (_B, b)])
+                it = broadcast_shapes(
+                    op.name, [("grad_output", shapes["grad_output"]), (BROADCAST_OPERAND, b)]
+                )
         else:
             if shapes["grad_output"] is not None:
-                broadcast_shapes(op.name, [("grad_output", shapes["grad_output"]), (_B, b)])
+                broadcast_shapes(
+                    op.name, [("grad_output", shapes["grad_output"]), (BROADCAST_OPERAND, b)]
+                )
                 check_no_enlarge(op, shapes["grad_output"], b)
             it = b
     checked_attrs = check_attributes(op, attrs)

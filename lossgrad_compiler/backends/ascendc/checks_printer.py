@@ -18,7 +18,7 @@ TEMPLATE = Path(__file__).parent / "templates" / "lossgrad_checks.h"
 
 def broadcast_name() -> str:
     """How spec.py names broadcast(self, target) in grad_output's broadcast errors."""
-    return spec._B
+    return spec.BROADCAST_OPERAND
 
 
 def _format_expression(code: int) -> str:
