@@ -146,10 +146,16 @@ def triad_runner(n: int, threads: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2^16 and 2^20 only, fp32")
+    parser.add_argument("--ops", nargs="+", choices=OPS, default=OPS, help="operators to run")
+    parser.add_argument(
+        "--only", nargs="+", metavar="LOG2N:TYPE", help="cases to run, e.g. 22:float16"
+    )
     args = parser.parse_args()
     sizes = [(16, "float32"), (20, "float32")]
     if not args.quick:
         sizes += [(22, "float32"), (24, "float32"), (22, "float16"), (22, "bfloat16")]
+    if args.only:
+        sizes = [(int(n), t) for n, t in (case.split(":") for case in args.only)]
     print(f"onnxruntime {ort.__version__}; times in ms (minimum of repeated runs)")
     header = (
         f"{'op':22} {'n':>5} {'type':8} {'thr':>3} {'native':>8} {'function':>9} "
@@ -164,7 +170,7 @@ def main() -> None:
         for threads in (1, 2):
             triad = best_time(triad_runner(n, threads))
             triad_rate = 3 * n * 4 / triad
-            for op in OPS:
+            for op in args.ops:
                 inputs = make_inputs(op, n, dtype)
                 model = single_node_model(op, dtype)
                 native = best_time(ort_runner(model, inputs, threads, native=True))

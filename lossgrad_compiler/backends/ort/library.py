@@ -20,7 +20,7 @@ from lossgrad_compiler.backends.ort.glue_printer import (
 from lossgrad_compiler.backends.ort.variant_printer import Variant
 from lossgrad_compiler.backends.ort.variants import lowered_variants
 
-RUNTIME_HEADERS = ("half.h", "messages.h", "iteration.h", "glue.h")
+RUNTIME_HEADERS = ("half.h", "vmath.h", "messages.h", "iteration.h", "glue.h")
 RANK0_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 0}
 
 _PRELUDE = """\
@@ -39,6 +39,9 @@ _PRELUDE = """\
 #include <string>
 #include <type_traits>
 #include <vector>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace lossgrad {
 constexpr int kMaxRank = %d;  // spec.MAX_RANK

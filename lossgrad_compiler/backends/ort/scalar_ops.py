@@ -46,7 +46,8 @@ _BINARY: dict[type[Operation], str] = {
     arith.DivfOp: "/",
 }
 
-_UNARY_CALL: dict[type[Operation], str] = {math.ExpOp: "std::exp", math.LogOp: "std::log"}
+# lossgrad::exp/log (cxx/vmath.h) vectorise; std::exp/log are scalar libm calls.
+_UNARY_CALL: dict[type[Operation], str] = {math.ExpOp: "lossgrad::exp", math.LogOp: "lossgrad::log"}
 
 ConstantHook = Callable[[arith.ConstantOp], str | None]
 """Given a float constant, the C++ expression to use instead of its value (a kernel

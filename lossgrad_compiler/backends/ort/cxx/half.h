@@ -82,6 +82,27 @@ inline To convert(From v) {
 
 constexpr int64_t kBlock = 1024;  // elements per load/compute/store block (fits L1)
 
+#if defined(__F16C__)
+// With F16C (x86-64-v3 and newer) the hardware converts 8 halves per instruction, rounding to
+// nearest even like narrow_to_float16; only NaN payloads may differ (both stay NaN).
+inline void widen_contiguous(const float16* p, int64_t n, float* __restrict out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(p + i))));
+  for (; i < n; ++i) out[i] = widen(p[i]);
+}
+
+inline void narrow_contiguous(const float* __restrict values, int64_t n, float16* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(values + i),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) out[i] = narrow_to_float16(values[i]);
+}
+#endif
+
 // A block of `n` values of operand storage T, `stride` elements apart (0 = broadcast), as C.
 // Returns `p` itself when no conversion or gather is needed.
 template <class C, class T>
@@ -93,6 +114,12 @@ inline const C* load_block(const T* p, int64_t stride, int64_t n, C* __restrict 
     const C v = convert<C>(p[0]);
     for (int64_t i = 0; i < n; ++i) buf[i] = v;
   } else if (stride == 1) {
+#if defined(__F16C__)
+    if constexpr (std::is_same_v<T, float16> && std::is_same_v<C, float>) {
+      widen_contiguous(p, n, buf);
+      return buf;
+    }
+#endif
     for (int64_t i = 0; i < n; ++i) buf[i] = convert<C>(p[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) buf[i] = convert<C>(p[i * stride]);
@@ -102,6 +129,12 @@ inline const C* load_block(const T* p, int64_t stride, int64_t n, C* __restrict 
 
 template <class T, class C>
 inline void store_block(T* __restrict out, const C* __restrict values, int64_t n) {
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, float16> && std::is_same_v<C, float>) {
+    narrow_contiguous(values, n, out);
+    return;
+  }
+#endif
   for (int64_t i = 0; i < n; ++i) out[i] = convert<T>(values[i]);
 }
 

@@ -109,31 +109,46 @@ inline void value_block(const typename V::L0* __restrict a, const typename V::L1
   for (int64_t i = 0; i < n; ++i) out[i] = V::value(a[i], b[i], c[i], p);
 }
 
+// One operand's block buffer. A broadcast operand (stride 0, e.g. a 0-d grad_output) is
+// converted and replicated once and then reused by every block that reads the same element.
+template <class C>
+struct OperandBlock {
+  C buf[kBlock];
+  const void* replicated = nullptr;  // the element buf holds kBlock copies of, if any
+
+  template <class T>
+  const C* load(const T* p, int64_t stride, int64_t n) {
+    if (stride != 0) {
+      replicated = nullptr;
+      return load_block<C>(p, stride, n, buf);
+    }
+    if (replicated != p) {
+      load_block<C>(p, 0, kBlock, buf);
+      replicated = p;
+    }
+    return buf;
+  }
+};
+
 template <class V>
 struct BlockLoads {
-  typename V::L0 b0[kBlock];
-  typename V::L1 b1[kBlock];
-  typename V::L2 b2[kBlock];
-  const typename V::L0* a0;
-  const typename V::L1* a1;
-  const typename V::L2* a2;
+  OperandBlock<typename V::L0> b0;
+  OperandBlock<typename V::L1> b1;
+  OperandBlock<typename V::L2> b2;
+  const typename V::L0* a0 = b0.buf;
+  const typename V::L1* a1 = b1.buf;
+  const typename V::L2* a2 = b2.buf;
   // Operands the body never reads (KlDivBackward's self) are not loaded at all.
   void load(const Layout& l, const int64_t* offset, int inner_axis, int64_t n) {
     if constexpr (V::kUses0)
-      a0 = load_block<typename V::L0>(static_cast<const typename V::In0*>(l.data[0]) + offset[0],
-                                      l.stride[0][inner_axis], n, b0);
-    else
-      a0 = b0;
+      a0 = b0.load(static_cast<const typename V::In0*>(l.data[0]) + offset[0],
+                   l.stride[0][inner_axis], n);
     if constexpr (V::kUses1)
-      a1 = load_block<typename V::L1>(static_cast<const typename V::In1*>(l.data[1]) + offset[1],
-                                      l.stride[1][inner_axis], n, b1);
-    else
-      a1 = b1;
+      a1 = b1.load(static_cast<const typename V::In1*>(l.data[1]) + offset[1],
+                   l.stride[1][inner_axis], n);
     if constexpr (V::kUses2)
-      a2 = load_block<typename V::L2>(static_cast<const typename V::In2*>(l.data[2]) + offset[2],
-                                      l.stride[2][inner_axis], n, b2);
-    else
-      a2 = b2;
+      a2 = b2.load(static_cast<const typename V::In2*>(l.data[2]) + offset[2],
+                   l.stride[2][inner_axis], n);
   }
 };
 
