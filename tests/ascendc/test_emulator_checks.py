@@ -128,6 +128,16 @@ def test_global_tensor_read_past_its_end_is_rejected() -> None:
                   "runs past the end of its 52-byte tensor")  # fmt: skip
 
 
+def test_block_dim_above_the_vector_cores_is_rejected() -> None:
+    def edit(project):
+        old = "SetBlockDim(static_cast<uint32_t>(usedCores))"
+        return "host", old, old.replace("usedCores", "usedCores + coreNum")
+
+    message = _run_mutated(edit, n=40, cores=3)
+    _assert_names(message, "kl_div_target_backward_sig", "SetBlockDim",
+                  "block dim 6 exceeds the 3 vector cores of the SoC")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def broken_kernels() -> Path:
     source = (Path(__file__).parent / "broken_kernels.cpp").read_text()
@@ -149,6 +159,36 @@ def broken_kernels() -> Path:
         ("select_without_scratch", "Select", "needs 8192 bytes of UB scratch"),
         ("global_out_of_bounds", "DataCopy \\(GM to UB\\)", "runs past the end of its 400-byte"),
         ("ub_overflow", "InitBuffer", "buffers need 200000 bytes of UB but the core has 196608"),
+        ("select_partial_overlap", "Select", "overlap partially"),
+        ("partial_overlap", "Add", "overlap partially"),
+        ("duplicate_double", "Duplicate", "not one Duplicate supports"),
+        ("exp_of_int32", "Exp", "not half or float"),
+        ("compare_bf16", "Compares", "no bfloat16 arithmetic"),
+        ("compare_mask_too_small", "Compares", "accesses bytes up to 64 of TBuf #1, which has 32"),
+        ("select_wrong_mode", "Select", "tensor-scalar form needs VSEL_TENSOR_SCALAR_MODE"),
+        ("negative_count", "Adds", "negative count -64"),
+        ("widening_cast_with_rounding", "Cast", "widening casts take CAST_NONE"),
+        ("widening_cast_overlap", "Cast", "widening Cast must not overlap its source"),
+        ("sub_tensor_past_end", "LocalTensor::operator\\[\\]", "offset 264 is past the tensor"),
+        ("tbuf_get_too_long", "TBuf::Get", "requested length does not fit the buffer"),
+        ("double_free", "FreeTensor", "VECIN queue #0 buffer 0 is already free"),
+        ("enque_free_buffer", "EnQue", "is FREE, not allocated"),
+        ("foreign_tensor", "EnQue", "does not belong to this queue"),
+        ("used_while_enqueued", "Duplicate", "is used while it is enqueued"),
+        ("init_buffer_count", "InitBuffer", "buffer count is outside \\[1, 64\\]"),
+        ("too_many_buffers", "InitBuffer", "more than 64 buffers in one TPipe"),
+        ("two_pipes", "TPipe", "a kernel may create one TPipe"),
+        ("copy_out_not_whole_blocks", "DataCopy \\(UB to GM\\)", "52 bytes is not a multiple"),
+        ("copy_to_unaligned_ub", "DataCopy \\(GM to UB\\)", "UB operand at byte 12 is not 32-byte"),
+        ("global_address_not_element_aligned", "DataCopy \\(GM to UB\\)",
+         "not aligned to sizeof\\(T\\) = 4 bytes"),
+        ("pad_reserved_field", "DataCopyPad \\(GM to UB\\)", "rsv is reserved and must be 0"),
+        ("pad_length_not_whole_elements", "DataCopyPad \\(GM to UB\\)",
+         "blockLen 6 is not a multiple of sizeof\\(T\\) = 4"),
+        ("scalar_read_past_end", "GlobalTensor::GetValue",
+         "elements \\[100, 101\\) are outside the GlobalTensor's 100 elements"),
+        ("scalar_read_past_allocation", "GlobalTensor::GetValue",
+         "runs past the end of its 400-byte tensor"),
     ],
 )
 def test_hand_written_kernels_break_one_rule_each(

@@ -239,7 +239,18 @@ void RejectBf16Arithmetic(const char* instruction) {
 }
 
 void RejectElementType(const char* instruction) {
-  Violation(instruction, "the element type is not supported by this instruction");
+  Violation(instruction, "the element type is not half or float (the only types the emulation implements)");
+}
+
+void RejectDuplicateType(const char* instruction) {
+  Violation(instruction, "the element type is not one Duplicate supports (int16, uint16, half, bfloat16, int32, "
+                         "uint32, float)");
+}
+
+void RequireGmElementAlignment(const char* instruction, const void* address, size_t element) {
+  if (reinterpret_cast<uintptr_t>(address) % element != 0) {
+    Violation(instruction, Str("global memory address is not aligned to sizeof(T) = ", element, " bytes"));
+  }
 }
 
 void RequireCount(const char* instruction, int64_t count) {
@@ -279,7 +290,8 @@ void RequireNoPartialOverlap(const char* instruction, uint64_t a0, uint64_t a1, 
 }
 
 void CheckPadParams(const char* instruction, uint32_t block_count, uint32_t block_len, size_t element, uint32_t left,
-                    uint32_t right) {
+                    uint32_t right, uint32_t rsv) {
+  if (rsv != 0) Violation(instruction, "DataCopyExtParams::rsv is reserved and must be 0");
   if (block_count > 4095) Violation(instruction, "blockCount must be at most 4095");
   if (block_len > 2097151) Violation(instruction, "blockLen must be at most 2097151 bytes");
   if (block_len % element != 0) {
@@ -437,6 +449,13 @@ static aclnnStatus LaunchAiCore(const std::string& op_type, const TensorList& in
   if (block_dim == 0) {
     OP_LOGE(ACLNN_ERR_INNER_TILING_ERROR, "%s: the tiling function set no block dim", op_type.c_str());
     return ACLNN_ERR_INNER_TILING_ERROR;
+  }
+  if (block_dim > platform().vector_cores) {
+    // CANN's tilings launch at most one block per vector core (usedCores = min(coreNum, ...));
+    // the kernels' core split assumes it.
+    state().kernel = kernel->second.name;
+    Violation("SetBlockDim", Str("block dim ", block_dim, " exceeds the ", platform().vector_cores,
+                                 " vector cores of the SoC (GetCoreNumAiv)"));
   }
   const size_t tiling_size = context.GetRawTilingData()->GetDataSize();
   auto* tiling = static_cast<uint8_t*>(GmAlloc(tiling_size));

@@ -1,10 +1,13 @@
 // lossgrad_compiler Ascend C CPU emulation: data movement and vector instructions.
 //
 // Count-form API of Atlas A2/A3. Each instruction checks its operands (32-byte aligned UB
-// addresses, inside their buffers, buffers in a usable state), the element types the
-// vector unit supports (no bf16 arithmetic), DataCopy's 32-byte and Compare's 256-byte
-// count rules, Cast's allowed (type, round mode) pairs and the Select scratch. Arithmetic is
-// IEEE: float directly, half computed in float and rounded to nearest even.
+// addresses, inside their buffers, buffers in a usable state, no partial overlap of
+// destination and source), the element types the vector unit supports (no bf16
+// arithmetic), DataCopy's 32-byte count rule and sizeof(T)-aligned GM addresses,
+// DataCopyPad's parameter ranges, Compare's 256-byte count rule, Cast's allowed
+// (type, round mode) pairs and the Select scratch. Arithmetic is IEEE: float directly,
+// half computed in float and rounded to nearest even. The rules and their sources:
+// /work/shared/reference/ascend-c.md §3.5-§3.9 and §3.12.
 #pragma once
 
 #include <cmath>
@@ -73,12 +76,14 @@ void RejectBf16Arithmetic(const char* instruction);
 void RejectElementType(const char* instruction);
 void RequireCount(const char* instruction, int64_t count);
 void RequireCopyBlocks(const char* instruction, uint64_t bytes);
+void RequireGmElementAlignment(const char* instruction, const void* address, size_t element);
+void RejectDuplicateType(const char* instruction);
 void RequireCompareRepeats(const char* instruction, uint64_t bytes);
 void RequireSelectScratch(const char* instruction);
 void RequireNoPartialOverlap(const char* instruction, uint64_t dst_begin, uint64_t dst_end, uint64_t src_begin,
                              uint64_t src_end, bool same_size);
 void CheckPadParams(const char* instruction, uint32_t block_count, uint32_t block_len, size_t element,
-                    uint32_t left, uint32_t right);
+                    uint32_t left, uint32_t right, uint32_t rsv);
 void Fail(const char* instruction, const char* rule);
 bool CompareFloats(int mode, float a, float b);
 Rounding ToRounding(int mode);
@@ -88,6 +93,15 @@ template <typename T>
 void RequireFloatArithmetic(const char* instruction) {
   if constexpr (kIsBf16<T>) RejectBf16Arithmetic(instruction);
   else if constexpr (!kIsFloat<T>) RejectElementType(instruction);
+}
+
+// Duplicate's element types on A2/A3: the 16- and 32-bit ones, bfloat16 included.
+template <typename T>
+void RequireDuplicateType(const char* instruction) {
+  constexpr bool ok = std::is_same_v<T, int16_t> || std::is_same_v<T, uint16_t> || std::is_same_v<T, half> ||
+                      kIsBf16<T> || std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t> ||
+                      std::is_same_v<T, float>;
+  if constexpr (!ok) RejectDuplicateType(instruction);
 }
 
 template <typename T, typename U>
@@ -117,7 +131,9 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t co
   const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(T);
   lossgrad_emu::RequireCopyBlocks("DataCopy (GM to UB)", bytes);
   if (count == 0) return;
-  std::memcpy(dst.Data("DataCopy (GM to UB)", count), src.Data("DataCopy (GM to UB)", 0, count), bytes);
+  const T* from = src.Data("DataCopy (GM to UB)", 0, count);
+  lossgrad_emu::RequireGmElementAlignment("DataCopy (GM to UB)", from, sizeof(T));
+  std::memcpy(dst.Data("DataCopy (GM to UB)", count), from, bytes);
 }
 
 template <typename T>
@@ -125,7 +141,9 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t co
   const uint64_t bytes = static_cast<uint64_t>(count) * sizeof(T);
   lossgrad_emu::RequireCopyBlocks("DataCopy (UB to GM)", bytes);
   if (count == 0) return;
-  std::memcpy(dst.Data("DataCopy (UB to GM)", 0, count), src.Data("DataCopy (UB to GM)", count), bytes);
+  T* to = dst.Data("DataCopy (UB to GM)", 0, count);
+  lossgrad_emu::RequireGmElementAlignment("DataCopy (UB to GM)", to, sizeof(T));
+  std::memcpy(to, src.Data("DataCopy (UB to GM)", count), bytes);
 }
 
 template <typename T>
@@ -141,7 +159,8 @@ template <typename T>
 void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams& p,
                  const DataCopyPadExtParams<T>& pad) {
   const char* name = "DataCopyPad (GM to UB)";
-  lossgrad_emu::CheckPadParams(name, p.blockCount, p.blockLen, sizeof(T), pad.leftPadding, pad.rightPadding);
+  lossgrad_emu::CheckPadParams(name, p.blockCount, p.blockLen, sizeof(T), pad.leftPadding, pad.rightPadding,
+                               p.rsv);
   if (p.blockCount == 0 || p.blockLen == 0) return;
   const uint32_t n = p.blockLen / sizeof(T);
   const uint32_t padded = ((pad.leftPadding + n + pad.rightPadding) * sizeof(T) + 31) / 32 * 32;
@@ -160,7 +179,7 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
 template <typename T>
 void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& p) {
   const char* name = "DataCopyPad (UB to GM)";
-  lossgrad_emu::CheckPadParams(name, p.blockCount, p.blockLen, sizeof(T), 0, 0);
+  lossgrad_emu::CheckPadParams(name, p.blockCount, p.blockLen, sizeof(T), 0, 0, p.rsv);
   if (p.blockCount == 0 || p.blockLen == 0) return;
   const uint32_t n = p.blockLen / sizeof(T);
   const uint32_t padded = (p.blockLen + 31) / 32 * 32;
@@ -240,6 +259,7 @@ LOSSGRAD_EMU_UNARY(Abs, std::fabs(x))
 template <typename T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalar, const int32_t& count) {
   lossgrad_emu::RequireCount("Duplicate", count);
+  lossgrad_emu::RequireDuplicateType<T>("Duplicate");
   if (count == 0) return;
   T* d = dst.Data("Duplicate", count);
   for (int32_t i = 0; i < count; ++i) d[i] = scalar;
@@ -297,12 +317,15 @@ void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const 
 template <typename T, typename U>
 void Select(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const LocalTensor<T>& src0,
             const LocalTensor<T>& src1, SELMODE mode, uint32_t count) {
+  static_assert(std::is_unsigned_v<U>, "the mask of Select is an unsigned integer tensor");
   if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE) {
     lossgrad_emu::Fail("Select", "the tensor-tensor form needs VSEL_TENSOR_TENSOR_MODE");
   }
   lossgrad_emu::RequireFloatArithmetic<T>("Select");
   lossgrad_emu::RequireSelectScratch("Select");
   if (count == 0) return;
+  lossgrad_emu::NoPartialOverlap("Select", dst, count, src0, count);
+  lossgrad_emu::NoPartialOverlap("Select", dst, count, src1, count);
   const T* a = src0.Data("Select", count);
   const T* b = src1.Data("Select", count);
   const auto* bits = reinterpret_cast<const uint8_t*>(mask.Data("Select", (count + 8 * sizeof(U) - 1) / (8 * sizeof(U))));
@@ -313,12 +336,14 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const LocalTe
 template <typename T, typename U>
 void Select(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const LocalTensor<T>& src0, T src1,
             SELMODE mode, uint32_t count) {
+  static_assert(std::is_unsigned_v<U>, "the mask of Select is an unsigned integer tensor");
   if (mode != SELMODE::VSEL_TENSOR_SCALAR_MODE) {
     lossgrad_emu::Fail("Select", "the tensor-scalar form needs VSEL_TENSOR_SCALAR_MODE");
   }
   lossgrad_emu::RequireFloatArithmetic<T>("Select");
   lossgrad_emu::RequireSelectScratch("Select");
   if (count == 0) return;
+  lossgrad_emu::NoPartialOverlap("Select", dst, count, src0, count);
   const T* a = src0.Data("Select", count);
   const auto* bits = reinterpret_cast<const uint8_t*>(mask.Data("Select", (count + 8 * sizeof(U) - 1) / (8 * sizeof(U))));
   T* d = dst.Data("Select", count);
