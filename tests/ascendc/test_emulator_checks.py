@@ -180,15 +180,27 @@ def broken_kernels() -> Path:
         ("two_pipes", "TPipe", "a kernel may create one TPipe"),
         ("copy_out_not_whole_blocks", "DataCopy \\(UB to GM\\)", "52 bytes is not a multiple"),
         ("copy_to_unaligned_ub", "DataCopy \\(GM to UB\\)", "UB operand at byte 12 is not 32-byte"),
-        ("global_address_not_element_aligned", "DataCopy \\(GM to UB\\)",
-         "not aligned to sizeof\\(T\\) = 4 bytes"),
+        (
+            "global_address_not_element_aligned",
+            "DataCopy \\(GM to UB\\)",
+            "not aligned to sizeof\\(T\\) = 4 bytes",
+        ),
         ("pad_reserved_field", "DataCopyPad \\(GM to UB\\)", "rsv is reserved and must be 0"),
-        ("pad_length_not_whole_elements", "DataCopyPad \\(GM to UB\\)",
-         "blockLen 6 is not a multiple of sizeof\\(T\\) = 4"),
-        ("scalar_read_past_end", "GlobalTensor::GetValue",
-         "elements \\[100, 101\\) are outside the GlobalTensor's 100 elements"),
-        ("scalar_read_past_allocation", "GlobalTensor::GetValue",
-         "runs past the end of its 400-byte tensor"),
+        (
+            "pad_length_not_whole_elements",
+            "DataCopyPad \\(GM to UB\\)",
+            "blockLen 6 is not a multiple of sizeof\\(T\\) = 4",
+        ),
+        (
+            "scalar_read_past_end",
+            "GlobalTensor::GetValue",
+            "elements \\[100, 101\\) are outside the GlobalTensor's 100 elements",
+        ),
+        (
+            "scalar_read_past_allocation",
+            "GlobalTensor::GetValue",
+            "runs past the end of its 400-byte tensor",
+        ),
     ],
 )
 def test_hand_written_kernels_break_one_rule_each(
