@@ -14,7 +14,9 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.body_translator import TranslationError
+from lossgrad_compiler.backends.ascendc.cann_kernels import sample_in_half
 from lossgrad_compiler.backends.ascendc.report import kernel_report, main, report_cases
+from lossgrad_compiler.backends.ascendc.soc import SOCS
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
 
@@ -28,15 +30,55 @@ def _label(r) -> str:
 def test_no_more_vector_instructions_per_tile_than_cann() -> None:
     """The one exception is float16 KlDivTargetBackward, which CANN's sample computes in
     half precision; SPEC.md computes half types in float32 (three input Casts and one
-    output Cast). Its bfloat16 column (the same math through Casts) is matched."""
+    output Cast). Its bfloat16 column (the same math through Casts) is matched, and
+    without the Casts no kernel has more instructions than CANN's."""
     worse = {_label(r) for r in REPORTS if r.vector_ops > (r.cann or 0)}
     allowed = {
         _label(r) for r in REPORTS if r.op == spec.KL_DIV_TARGET_BACKWARD.name and r.dtype == "f16"
     }
     assert worse <= allowed, sorted(worse - allowed)
     for r in REPORTS:
-        if _label(r) in worse:  # the float32 part of the kernel is not longer than CANN's
-            assert r.vector_ops - r.instructions.count("cast") <= r.cann, _label(r)
+        assert r.cann_kernel is not None
+        assert r.vector_ops - r.casts <= r.cann_kernel.calls - r.cann_kernel.casts, _label(r)
+
+
+def test_repeats_count_256_bytes_of_the_widest_element() -> None:
+    """Per 128 elements a float32 instruction takes 2 repeats, and so does a Cast to or
+    from float32 (ascend-c.md §3.6, §3.9); CANN's half-precision sample takes 1."""
+    attrs = {"reduction": "none", "log_target": 1}
+    f32 = kernel_report("KlDivBackward", attrs, "f32", False)
+    f16 = kernel_report("KlDivBackward", attrs, "f16", False)
+    assert (f32.instructions, f32.repeats_per_128) == (("exp", "mul", "muls"), 6)
+    assert (f16.vector_ops, f16.repeats_per_128) == (6, 12)
+    sample = kernel_report("KlDivTargetBackward", attrs, "f16", False).cann_kernel
+    assert sample is not None and sample.repeats_per_128 == sample.calls == 5
+
+
+def test_half_replay_of_the_cann_sample_differs_from_reference() -> None:
+    """The measurement behind the report's reason: CANN's order in half precision is not
+    SPEC.md's float32 result (if the replay computed in float32, nothing would differ)."""
+    half = sample_in_half({"reduction": "none", "log_target": 0}, scalar_g=False, elements=4096)
+    assert half.elements == 4096
+    assert 0 < half.differing < half.elements
+    assert half.max_ulps >= 1
+
+
+def test_report_explains_every_excess() -> None:
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        main(["--reductions", "none"])
+    lines = [x for x in buffer.getvalue().splitlines() if x.startswith("  more than CANN:")]
+    assert len(lines) == 4  # KlDivTargetBackward f16: log_target 0/1 x tensor/scalar g
+    for line in lines:
+        assert "The excess is the Casts of SPEC.md's float32 compute" in line, line
+        assert "% of results differ from reference.py" in line, line
+
+
+@pytest.mark.parametrize("soc", ["ascend910b3", "ascend950"])
+def test_at_least_90_percent_of_the_ub_is_used_on_other_socs(soc: str) -> None:
+    reports = [kernel_report(*case, soc=soc) for case in report_cases(("none", "mean"))]
+    assert min(r.ub_fraction for r in reports) >= 0.9
+    assert {r.ub_capacity for r in reports} == {SOCS[soc].ub_bytes}
 
 
 def test_at_least_90_percent_of_the_ub_is_used() -> None:
