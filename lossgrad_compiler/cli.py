@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> list[str]:
 
 
 def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
-    """The built kernel library and the runtime's model preparation (which routes nodes the
-    kernels do not register, such as mixed element types, to their functions)."""
+    """The built kernel library and the runtime's model preparation (which checks every node
+    and gives it its function, the fallback where the library is not registered)."""
     try:
         from lossgrad_compiler.runtime.ort import library_path, prepare_model
     except ImportError as err:

@@ -69,7 +69,7 @@ def _prepare_standard_onnx(mode: str, threads: int) -> Callable[[ModelProto], Ru
 
 
 def _prepare_native(threads: int) -> Callable[[ModelProto], Runner]:
-    """The native kernel library in onnxruntime (mixed-type nodes run their function)."""
+    """The native kernel library in onnxruntime: every node, mixed element types included."""
 
     def prepare(model: ModelProto) -> Runner:
         from lossgrad_compiler.backends.onnx.run import run_session
@@ -110,7 +110,7 @@ BACKENDS: list[Backend] = [
     ),
     Backend(
         "ort-native",
-        "native kernel library (same-type nodes; mixed-type nodes run their function), 2 threads",
+        "native kernel library (every node, mixed element types included), 2 threads",
         _prepare_native(threads=2),
         _native_unavailable,
     ),

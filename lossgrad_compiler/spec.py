@@ -236,6 +236,13 @@ class OperatorSpec:
         """SmoothL1LossBackward broadcasts grad_output too; the KL ops must not grow B."""
         return not self.differentiates
 
+    def result_type(self, types: Mapping[str, FloatType]) -> FloatType:
+        """The result's element type for inputs of `types` (keyed by input name): the
+        differentiated operand's, else the promotion of all three."""
+        if self.differentiates:
+            return types[self.differentiates]
+        return promote_types(types[n] for n in INPUT_NAMES)
+
     def attribute(self, name: str) -> AttributeSpec:
         for a in self.attributes:
             if a.name == name:
@@ -472,12 +479,8 @@ def validate(
             it = b
     checked_attrs = check_attributes(op, attrs)
     promoted = promote_types(types.values())
-    if op.differentiates:
-        result = shapes[op.differentiates]
-        result_type = types[op.differentiates]
-    else:
-        result = it
-        result_type = promoted
+    result = shapes[op.differentiates] if op.differentiates else it
+    result_type = op.result_type(types)
     return CheckedCall(
         op=op,
         types=types,

@@ -4,6 +4,9 @@ type, with special values, empty and 0-d tensors, on 1 and 2 intra-op threads.""
 
 from __future__ import annotations
 
+import itertools
+
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -38,7 +41,12 @@ def test_matches_reference_on_one_and_two_threads(op_type: str, dtype: np.dtype)
         one = run(native_session(model, threads=1), case.inputs)
         expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
         assert_matches(
-            one, expected, case.op_type, case.inputs, case.attrs, tolerance=TIGHT,
+            one,
+            expected,
+            case.op_type,
+            case.inputs,
+            case.attrs,
+            tolerance=TIGHT,
             context=case.label,
         )
         two = run(native_session(model, threads=2), case.inputs)
@@ -77,9 +85,7 @@ def test_large_inputs_deterministic_across_threads(
     two = run(native_session(model, threads=2), case.inputs)
     assert one.tobytes() == two.tobytes()
     expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
-    assert_matches(
-        one, expected, op_type, case.inputs, attrs, tolerance=TIGHT, context=case.label
-    )
+    assert_matches(one, expected, op_type, case.inputs, attrs, tolerance=TIGHT, context=case.label)
 
 
 @pytest.mark.parametrize("beta", [0.0, 1e-45, 1e-40, 0.5, 3.0e38, float("inf")])
@@ -88,8 +94,14 @@ def test_beta_forms_follow_rounding_to_compute_type(beta: float, dtype: np.dtype
     """beta is a run-time value: beta rounding to 0 in C takes the sign form (never divides),
     an infinite beta divides by inf."""
     case = make_case(
-        "SmoothL1LossBackward", {"reduction": "sum", "beta": beta}, (64,), (64,), (),
-        dtype, seed=5, specials=0.2,
+        "SmoothL1LossBackward",
+        {"reduction": "sum", "beta": beta},
+        (64,),
+        (64,),
+        (),
+        dtype,
+        seed=5,
+        specials=0.2,
     )
     got = run(native_session(case_model(case)), case.inputs)
     expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
@@ -146,29 +158,63 @@ def _optimized_ops(model: onnx.ModelProto, path: str) -> list[tuple[str, str]]:
     return [(n.domain, n.op_type) for n in onnx.load(path).graph.node]
 
 
-def test_mixed_types_fall_back_to_the_function(tmp_path) -> None:
-    """A node with mixed input types runs its function; same-type nodes run the kernel."""
-    mixed = make_case(
-        "KlDivTargetBackward", {"reduction": "mean"}, (3, 4), (4,), (),
-        (np.float32, np.float16, np.float16), seed=2,
-    )
-    same = make_case("KlDivTargetBackward", {"reduction": "mean"}, (3, 4), (4,), (), np.float16)
-    mixed_ops = _optimized_ops(case_model(mixed), str(tmp_path / "mixed.onnx"))
-    same_ops = _optimized_ops(case_model(same), str(tmp_path / "same.onnx"))
-    assert (spec.DOMAIN, "KlDivTargetBackward") in same_ops
-    assert all(domain != spec.DOMAIN for domain, _ in mixed_ops)
-    for case in (mixed, same):
-        got = run_native(case_model(case), feeds_of(case.inputs), threads=2)[0]
+MIXED_TYPES = [
+    types for types in itertools.product(DTYPES, repeat=3) if len(set(map(np.dtype, types))) > 1
+]
+# (self, target, grad_output) shapes: a summed target, a summed self, a 0-d operand.
+MIXED_SHAPES = {
+    "KlDivTargetBackward": ((3, 4), (4,), ()),
+    "KlDivBackward": ((4,), (3, 4), (1,)),
+    "SmoothL1LossBackward": ((), (2, 3), (3,)),
+}
+
+
+@pytest.mark.parametrize("op_type", OP_TYPES)
+def test_mixed_types_run_natively(op_type: str) -> None:
+    """Every combination of different input element types runs the native kernel of its
+    promoted type, with its result type, matching the reference (2 threads)."""
+    self_shape, target_shape, go_shape = MIXED_SHAPES[op_type]
+    attrs = {"reduction": "mean"}
+    for k, dtypes in enumerate(MIXED_TYPES):
+        case = make_case(op_type, attrs, self_shape, target_shape, go_shape, dtypes, seed=k)
+        got = run(native_session(case_model(case), threads=2), case.inputs)
         expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
-        assert_matches(got, expected, case.op_type, case.inputs, case.attrs, tolerance=TIGHT)
+        assert_matches(
+            got, expected, op_type, case.inputs, attrs, tolerance=TIGHT, context=str(dtypes)
+        )
 
 
-def test_run_native_runs_the_example_model() -> None:
-    """The demo's three-node model (symbolic batch, mixed types, broadcast targets)."""
+def test_mixed_type_nodes_keep_the_native_kernel(tmp_path) -> None:
+    """ORT keeps a mixed-type node as the registered kernel instead of inlining its function
+    (the fallback when the library is not registered)."""
+    mixed = make_case(
+        "KlDivTargetBackward",
+        {"reduction": "mean"},
+        (3, 4),
+        (4,),
+        (),
+        (np.float32, np.float16, ml_dtypes.bfloat16),
+        seed=2,
+    )
+    assert _optimized_ops(case_model(mixed), str(tmp_path / "mixed.onnx")) == [
+        (spec.DOMAIN, "KlDivTargetBackward")
+    ]
+    session(case_model(mixed), native=False, optimized_model_filepath=str(tmp_path / "f.onnx"))
+    inlined = [(n.domain, n.op_type) for n in onnx.load(str(tmp_path / "f.onnx")).graph.node]
+    assert (spec.DOMAIN, "KlDivTargetBackward") not in inlined
+
+
+def test_run_native_runs_the_example_model(tmp_path) -> None:
+    """The demo's three-node model (symbolic batch, mixed types, broadcast targets): every
+    node runs the native kernel."""
     from lossgrad_compiler.examples import example_feeds, example_model
 
     model = example_model()
     feeds = example_feeds(batch=5)
+    kept = _optimized_ops(model, str(tmp_path / "example.onnx"))
+    assert sorted(op for domain, op in kept if domain == spec.DOMAIN) == sorted(
+        n.op_type for n in model.graph.node if n.domain == spec.DOMAIN
+    )
     native = run_native(model, feeds, threads=2)
     function = run_session(session(model, native=False), feeds)
     assert [a.shape for a in native] == [a.shape for a in function]

@@ -4,8 +4,9 @@
 lossgrad_compiler.backends.ort prints and returns its path; `session(model, **options)`
 returns an InferenceSession with it registered. The model is compiled with the ONNX
 backend's `functions` mode first, so every ai.lossgrad node also carries its model-local
-function: ORT runs the native kernel where one is registered for the node's types and the
-function otherwise. Without a compiler or headers the session runs the functions alone,
+function. The library registers every operator for every combination of the four float
+input types, so ORT runs the native kernel for every node when it is registered, and the
+functions otherwise: without a compiler or headers the session runs the functions alone,
 after one warning."""
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from lossgrad_compiler.backends.ort.build import NativeUnavailableError, build_s
 from lossgrad_compiler.backends.ort.library import library_source
 
 LIBRARY_NAME = "liblossgrad_ort"
-# Nodes whose inputs mix element types run their function from this domain (no kernels).
-FALLBACK_DOMAIN = "ai.lossgrad.function"
 
 
 @cache
@@ -51,33 +50,16 @@ def native_library() -> Path | None:
 
 def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
     """`model` with every ai.lossgrad node checked (attributes included, unknown ones
-    rejected with spec's error) and given its model-local function.
-
-    The kernel library registers each op for inputs of one element type; ORT refuses a node
-    whose inputs mix types instead of falling back to its function. Such nodes move to
-    FALLBACK_DOMAIN, where only their function (copied there) can run them."""
+    rejected with spec's error) and given its model-local function, which ORT runs where no
+    kernel library is registered."""
     from lossgrad_compiler.driver import compile_model, load_model
-    from lossgrad_compiler.frontend import import_model
     from lossgrad_compiler.onnx.attributes import attributes_from_node
 
     loaded = load_model(model)
     for node in loaded.graph.node:
         if node.domain == spec.DOMAIN:
             attributes_from_node(node)
-    prepared = compile_model(loaded, target="ort", mode="functions").model
-    moved: set[tuple[str, str]] = set()
-    for site in import_model(prepared).sites:
-        if len(set(site.call.types.values())) > 1:
-            site.node.domain = FALLBACK_DOMAIN
-            moved.add((site.node.op_type, site.node.overload))
-    if moved:
-        for function in list(prepared.functions):
-            if function.domain == spec.DOMAIN and (function.name, function.overload) in moved:
-                copy = prepared.functions.add()
-                copy.CopyFrom(function)
-                copy.domain = FALLBACK_DOMAIN
-        prepared.opset_import.add(domain=FALLBACK_DOMAIN, version=spec.OPSET_VERSION)
-    return prepared
+    return compile_model(loaded, target="ort", mode="functions").model
 
 
 def session_options(native: bool = True, **options: Any) -> ort.SessionOptions:

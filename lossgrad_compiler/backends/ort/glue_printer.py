@@ -4,6 +4,7 @@ dispatch from (attribute classes, shape pattern) to a printed variant."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 from lossgrad_compiler import spec
@@ -13,7 +14,12 @@ from lossgrad_compiler.backends.ort.cxx_text import (
     cxx_string_literal,
 )
 from lossgrad_compiler.backends.ort.messages import attribute_messages, shape_messages
-from lossgrad_compiler.backends.ort.variants import OPERAND_INDEX, attribute_classes
+from lossgrad_compiler.backends.ort.variants import (
+    OPERAND_INDEX,
+    KernelTypes,
+    attribute_classes,
+    kernel_types,
+)
 
 # Shape patterns: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
 PATTERN_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 4}
@@ -88,7 +94,9 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
         reads.append(read)
     return (
         "".join(messages)
-        + f"struct {struct} {{\n" + "\n".join(fields) + "\n};\n"
+        + f"struct {struct} {{\n"
+        + "\n".join(fields)
+        + "\n};\n"
         + f"OrtStatus* create_{name}(const OrtKernelInfo* info, void** kernel) {{\n"
         + f"  auto a = std::make_unique<{struct}>();\n"
         + "".join(reads)
@@ -146,6 +154,7 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
         f"  for (int i = 0; i < {len(spec.INPUT_NAMES)}; ++i) {{",
         "    c->shapes.operand[i] = to_shape(in[i].dims);",
         "    c->data[i] = in[i].data;",
+        "    c->type[i] = in[i].type;",
         "  }",
         "  c->space = to_shape(space);",
         f"  *result_dims = {f'in[{follows}].dims' if follows is not None else 'space'};",
@@ -161,16 +170,17 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
 
 def print_compute(
     op: spec.OperatorSpec,
-    element: spec.FloatType,
+    types: KernelTypes,
     slots: Mapping[tuple[tuple[int, ...], int], tuple[str, str, tuple[str, ...]]],
 ) -> str:
-    """compute_<op>_<type>: validate, allocate the output, pick the variant, run it.
+    """compute_<op>_<compute>_<result>: validate, allocate the output, pick the variant, run
+    it.
 
     `slots` maps (attribute class indices, pattern slot) to (kernel struct, parameter
     function, marker names)."""
     name = cxx_identifier(op.name)
-    type_name = cxx_identifier(element.name)
-    compute = COMPUTE_TYPES[spec.compute_type(element).mlir]
+    type_name = cxx_identifier(types.name)
+    compute = COMPUTE_TYPES[types.compute.mlir]
     # The class index of every attribute, combined into one number (mixed radix).
     terms = []
     radix = 1
@@ -217,19 +227,24 @@ def print_compute(
     )
 
 
-def print_registration(entries: list[tuple[spec.OperatorSpec, spec.FloatType]]) -> str:
-    """The table of custom ops (one per op and element type) and RegisterCustomOps."""
-    ops = []
-    for op, element in entries:
+def print_registration(ops: list[spec.OperatorSpec]) -> str:
+    """The table of custom ops and RegisterCustomOps: each op once per combination of input
+    element types, run by the compute function of its kernel types."""
+    entries = []
+    for op in ops:
         name = cxx_identifier(op.name)
-        ops.append(
-            f"      make_custom_op({cxx_string_literal(op.name)}, "
-            f"static_cast<ONNXTensorElementDataType>({element.onnx}), create_{name}, "
-            f"compute_{name}_{cxx_identifier(element.name)}, destroy_{name}),"
-        )
+        for inputs in itertools.product(spec.FLOAT_TYPES, repeat=len(spec.INPUT_NAMES)):
+            types = kernel_types(op, inputs)
+            listed = ", ".join(_onnx_type(t) for t in inputs)
+            entries.append(
+                f"      make_custom_op({cxx_string_literal(op.name)}, {{{listed}}}, "
+                f"{_onnx_type(types.result)}, create_{name}, "
+                f"compute_{name}_{cxx_identifier(types.name)}, destroy_{name}),"
+            )
     return (
         "std::vector<CustomOp>& all_ops() {\n"
-        "  static std::vector<CustomOp> ops = {\n" + "\n".join(ops) + "\n  };\n  return ops;\n}\n"
+        "  static std::vector<CustomOp> ops = {\n" + "\n".join(entries) + "\n  };\n"
+        "  return ops;\n}\n"
         "}  // namespace lossgrad\n\n"
         'extern "C" __attribute__((visibility("default")))\n'
         "OrtStatus* RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {\n"
@@ -251,3 +266,7 @@ def print_registration(entries: list[tuple[spec.OperatorSpec, spec.FloatType]]) 
         "  }\n"
         "  return api->AddCustomOpDomain(options, domain);\n}\n"
     )
+
+
+def _onnx_type(element: spec.FloatType) -> str:
+    return f"static_cast<ONNXTensorElementDataType>({element.onnx})"

@@ -18,7 +18,7 @@ from lossgrad_compiler.backends.ort.glue_printer import (
     print_shape_checks,
 )
 from lossgrad_compiler.backends.ort.variant_printer import Variant
-from lossgrad_compiler.backends.ort.variants import lowered_variants
+from lossgrad_compiler.backends.ort.variants import kernel_signatures, lowered_variants
 
 RUNTIME_HEADERS = ("half.h", "vmath.h", "messages.h", "iteration.h", "glue.h")
 RANK0_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 0}
@@ -81,13 +81,12 @@ def library_source() -> str:
     """The library's C++ source (deterministic: the same compiler gives the same text)."""
     variants = _Variants()
     glue: list[str] = []
-    entries: list[tuple[spec.OperatorSpec, spec.FloatType]] = []
     for op in spec.OPERATORS.values():
         glue.append(print_attribute_reader(op))
         glue.append(print_shape_checks(op))
-        for element in spec.FLOAT_TYPES:
+        for types, inputs in kernel_signatures(op).items():
             slots: dict[tuple[tuple[int, ...], int], tuple[str, str, tuple[str, ...]]] = {}
-            for lowered in lowered_variants(op, element):
+            for lowered in lowered_variants(op, inputs):
                 key = (
                     tuple(c.index for c in lowered.classes),
                     RANK0_BITS[lowered.pattern] | (4 if lowered.variant.reduces else 0),
@@ -99,13 +98,12 @@ def library_source() -> str:
                     )
                 kernel, params = variants.add(lowered.variant)
                 slots[key] = (kernel, params, lowered.variant.parameters)
-            glue.append(print_compute(op, element, slots))
-            entries.append((op, element))
+            glue.append(print_compute(op, types, slots))
     parts = [_PRELUDE % spec.MAX_RANK]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]
     parts.append("namespace lossgrad {\nnamespace variants {\n")
     parts += variants.texts
     parts.append("}  // namespace variants\n\n")
     parts += glue
-    parts.append(print_registration(entries))
+    parts.append(print_registration(list(spec.OPERATORS.values())))
     return "\n".join(parts)

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
@@ -127,7 +126,6 @@ class _VariantPrinter:
         maps = [m.data for m in s.main.indexing_maps]
         loops = maps[0].num_dims
         reduces = self._reduces(s, maps)
-        in_types = [cxx_type(TensorType.get_element_type(a.type)) for a in self.args]
         load_types, uses, widened = self._load_types(block)
         value_ops, value, combine = self._peel_yield(block, reduces)
         out_type = cxx_type(value.type)
@@ -140,7 +138,6 @@ class _VariantPrinter:
         if s.narrowing is not None:
             out_type = self._narrowed_type(s.narrowing)
         lines = [
-            *(f"  using In{i} = {t};" for i, t in enumerate(in_types)),
             *(f"  using L{i} = {t};" for i, t in enumerate(load_types)),
             f"  using Val = {value_type};",
             f"  using Out = {out_type};",

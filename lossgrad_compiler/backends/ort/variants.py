@@ -1,7 +1,12 @@
 """The set of variants the kernel library needs, built by lowering level-1 functions.
 
 Attributes are run-time values of a node, so the library holds one variant per
-(op, element type, attribute class, shape pattern) and the glue picks one per call:
+(op, kernel types, attribute class, shape pattern) and the glue picks one per call:
+
+* kernel types: the (compute type, result type) pair of a signature. Operands are loaded by
+  their run-time storage type and widened to the compute type (the extf of the level-2 IR), so
+  one set of variants, printed from one representative signature, serves every combination of
+  input element types with that pair;
 
 * attribute classes, from spec's table: every choice of a STRING or INT attribute, and for a
   FLOAT attribute with a minimum its two level-2 forms, "== minimum" and "> minimum" (judged
@@ -77,10 +82,42 @@ def patterns(op: spec.OperatorSpec) -> dict[str, tuple[tuple[int, ...], tuple[in
     return found
 
 
+Inputs = tuple[spec.FloatType, spec.FloatType, spec.FloatType]  # grad_output, self, target
+
+
+@dataclass(frozen=True)
+class KernelTypes:
+    """What a kernel is specialised for: the compute and result types of its signatures."""
+
+    compute: spec.FloatType
+    result: spec.FloatType
+
+    @property
+    def name(self) -> str:
+        return f"{self.compute.name}_{self.result.name}"
+
+
+def kernel_types(op: spec.OperatorSpec, inputs: Inputs) -> KernelTypes:
+    promoted = spec.promote_types(inputs)
+    result = op.result_type(dict(zip(spec.INPUT_NAMES, inputs, strict=True)))
+    return KernelTypes(spec.compute_type(promoted), result)
+
+
+def kernel_signatures(op: spec.OperatorSpec) -> dict[KernelTypes, Inputs]:
+    """Every KernelTypes the op's input combinations need, with the input types it is printed
+    from: the same-type signature where there is one, else the first combination found."""
+    combinations = list(itertools.product(spec.FLOAT_TYPES, repeat=len(spec.INPUT_NAMES)))
+    combinations.sort(key=lambda inputs: len(set(inputs)))  # stable: same-type ones first
+    found: dict[KernelTypes, Inputs] = {}
+    for inputs in combinations:
+        found.setdefault(kernel_types(op, inputs), inputs)
+    return found
+
+
 @dataclass(frozen=True)
 class LoweredVariant:
     op: spec.OperatorSpec
-    element: spec.FloatType
+    inputs: Inputs
     classes: tuple[AttrClass, ...]
     pattern: str
     variant: Variant
@@ -88,14 +125,15 @@ class LoweredVariant:
 
 def level2_function(
     op: spec.OperatorSpec,
-    element: spec.FloatType,
+    inputs: Inputs,
     attrs: dict[str, object],
     self_shape: tuple[int, ...],
     target_shape: tuple[int, ...],
 ) -> func.FuncOp:
-    """A level-1 function with one op of `op`, lowered by lower-lossgrad."""
-    mlir_type = _mlir_float(element)
-    types = [TensorType(mlir_type, s) for s in ((), self_shape, target_shape)]
+    """A level-1 function with one op of `op` on inputs of these element types, lowered by
+    lower-lossgrad."""
+    shapes = ((), self_shape, target_shape)
+    types = [TensorType(_mlir_float(e), s) for e, s in zip(inputs, shapes, strict=True)]
     function = func.FuncOp("variant", (types, []))
     with ImplicitBuilder(function.body) as (go, x, t):
         result = make_op(op.name, go, x, t, spec.check_attributes(op, attrs))
@@ -110,16 +148,14 @@ def _mlir_float(element: spec.FloatType) -> Attribute:
     return MLIR_FLOAT_TYPES[element.mlir]
 
 
-def lowered_variants(op: spec.OperatorSpec, element: spec.FloatType) -> Iterator[LoweredVariant]:
-    """Every (attribute classes, pattern) variant of one op and element type."""
+def lowered_variants(op: spec.OperatorSpec, inputs: Inputs) -> Iterator[LoweredVariant]:
+    """Every (attribute classes, pattern) variant of one op for inputs of these types."""
     per_attribute = [attribute_classes(a) for a in op.attributes]
     result_operand = OPERAND_INDEX.get(op.differentiates)
     for classes in itertools.product(*per_attribute):
         attrs = {c.attribute.name: c.value for c in classes}
-        markers = {
-            c.attribute.name: MARKER for c in classes if isinstance(c.value, float)
-        }
+        markers = {c.attribute.name: MARKER for c in classes if isinstance(c.value, float)}
         for name, (self_shape, target_shape) in patterns(op).items():
-            function = level2_function(op, element, attrs, self_shape, target_shape)
+            function = level2_function(op, inputs, attrs, self_shape, target_shape)
             variant = print_variant(function, markers, result_operand)
-            yield LoweredVariant(op, element, tuple(classes), name, variant)
+            yield LoweredVariant(op, inputs, tuple(classes), name, variant)

@@ -98,6 +98,7 @@ inline AttrValue read_attribute(const OrtKernelInfo* info, const char* name) {
 struct Input {
   bool present = false;
   const void* data = nullptr;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   std::vector<int64_t> dims;
 };
 
@@ -108,7 +109,8 @@ inline OrtStatus* read_input(OrtKernelContext* ctx, size_t index, Input* in) {
   OrtTensorTypeAndShapeInfo* info = nullptr;
   LOSSGRAD_TRY(g_api->GetTensorTypeAndShape(value, &info));
   size_t rank = 0;
-  OrtStatus* status = g_api->GetDimensionsCount(info, &rank);
+  OrtStatus* status = g_api->GetTensorElementType(info, &in->type);
+  if (!status) status = g_api->GetDimensionsCount(info, &rank);
   if (!status) {
     in->dims.resize(rank);
     status = g_api->GetDimensions(info, in->dims.data(), rank);
@@ -120,6 +122,28 @@ inline OrtStatus* read_input(OrtKernelContext* ctx, size_t index, Input* in) {
   in->present = true;
   in->data = data;
   return nullptr;
+}
+
+// The storage type of a float tensor (false for any other type).
+inline bool element_of(ONNXTensorElementDataType type, Element* element) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: *element = Element::kFloat16; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: *element = Element::kBFloat16; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: *element = Element::kFloat32; return true;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: *element = Element::kFloat64; return true;
+    default: return false;
+  }
+}
+
+// Whether values stored as `element` convert exactly into the load type L (arith.extf or
+// none). The registrations admit only such inputs; this guards the kernels' loads all the same.
+template <class L>
+inline bool widens_into(Element element) {
+  if constexpr (std::is_same_v<L, double>) return true;
+  if constexpr (std::is_same_v<L, float>) return element != Element::kFloat64;
+  if constexpr (std::is_same_v<L, float16>) return element == Element::kFloat16;
+  if constexpr (std::is_same_v<L, bfloat16>) return element == Element::kBFloat16;
+  return false;
 }
 
 inline Shape to_shape(const std::vector<int64_t>& dims) {
@@ -228,6 +252,7 @@ struct Call {
   OrtKernelContext* ctx = nullptr;
   Shapes shapes;
   const void* data[kNumOperands] = {};
+  ONNXTensorElementDataType type[kNumOperands] = {};
   Shape space;   // the iteration space
   Shape result;  // the output's shape
   void* out = nullptr;
@@ -241,7 +266,15 @@ struct Call {
 template <class V>
 OrtStatus* run_variant(Call& c, const typename V::Params& p) {
   if (c.result.numel() == 0) return nullptr;
-  Layout l = make_layout(c.space, c.shapes, c.data, c.out);
+  Element element[kNumOperands];
+  for (int op = 0; op < kNumOperands; ++op)
+    if (!element_of(c.type[op], &element[op]))
+      return failure("lossgrad: an input is not a float tensor");
+  if ((V::kUses0 && !widens_into<typename V::L0>(element[0])) ||
+      (V::kUses1 && !widens_into<typename V::L1>(element[1])) ||
+      (V::kUses2 && !widens_into<typename V::L2>(element[2])))
+    return failure("lossgrad: an input type does not widen into the kernel's load type");
+  Layout l = make_layout(c.space, c.shapes, c.data, element, c.out);
   forget_unused<V>(l);
   Job job;
   if constexpr (V::kReduces) {
@@ -276,7 +309,8 @@ struct Kernel {
 
 struct CustomOp : OrtCustomOp {
   const char* op_name;
-  ONNXTensorElementDataType element_type;
+  ONNXTensorElementDataType input_types[kNumOperands];
+  ONNXTensorElementDataType output_type;
   CreateFn create;
   ComputeFn compute;
   DestroyFn destroy;
@@ -284,13 +318,18 @@ struct CustomOp : OrtCustomOp {
 
 inline const CustomOp& self_of(const OrtCustomOp* op) { return *static_cast<const CustomOp*>(op); }
 
-inline CustomOp make_custom_op(const char* name, ONNXTensorElementDataType type, CreateFn create,
+// One registration of `name` for one combination of input types; its output has their promoted
+// type. ORT keeps one kernel definition per registration and picks by the node's input types.
+inline CustomOp make_custom_op(const char* name,
+                               const ONNXTensorElementDataType (&inputs)[kNumOperands],
+                               ONNXTensorElementDataType output, CreateFn create,
                                ComputeFn compute, DestroyFn destroy) {
   CustomOp op;
   std::memset(static_cast<OrtCustomOp*>(&op), 0, sizeof(OrtCustomOp));  // unset hooks stay null
   op.version = ORT_API_VERSION;
   op.op_name = name;
-  op.element_type = type;
+  std::copy(std::begin(inputs), std::end(inputs), op.input_types);
+  op.output_type = output;
   op.create = create;
   op.compute = compute;
   op.destroy = destroy;
@@ -298,8 +337,8 @@ inline CustomOp make_custom_op(const char* name, ONNXTensorElementDataType type,
   op.GetExecutionProviderType = [](const OrtCustomOp*) { return "CPUExecutionProvider"; };
   op.GetInputTypeCount = [](const OrtCustomOp*) -> size_t { return kNumOperands; };
   op.GetOutputTypeCount = [](const OrtCustomOp*) -> size_t { return 1; };
-  op.GetInputType = [](const OrtCustomOp* o, size_t) { return self_of(o).element_type; };
-  op.GetOutputType = [](const OrtCustomOp* o, size_t) { return self_of(o).element_type; };
+  op.GetInputType = [](const OrtCustomOp* o, size_t i) { return self_of(o).input_types[i]; };
+  op.GetOutputType = [](const OrtCustomOp* o, size_t) { return self_of(o).output_type; };
   op.GetInputCharacteristic = [](const OrtCustomOp*, size_t) {
     return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   };

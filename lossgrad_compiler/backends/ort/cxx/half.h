@@ -25,6 +25,18 @@ inline float float_of(uint32_t u) {
   return f;
 }
 
+inline uint64_t bits_of(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+inline double double_of(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+
 inline float widen(float16 h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   const uint32_t magnitude = h.bits & 0x7fffu;
@@ -62,6 +74,42 @@ inline bfloat16 narrow_to_bfloat16(float f) {
   return bfloat16{static_cast<uint16_t>(is_nan ? quiet_nan : rounded)};
 }
 
+// float64 -> float16 / bfloat16 in one rounding (to nearest even), as arith.truncf from f64
+// does: narrowing through float would round twice. The same bit arithmetic as above, on the
+// 64-bit pattern: normal results drop 42 (45) mantissa bits and rebias the exponent; subnormal
+// results come from adding a power of two whose ulp is the target's smallest subnormal.
+inline float16 narrow_to_float16(double d) {
+  const uint64_t all = bits_of(d);
+  const uint32_t sign = static_cast<uint32_t>(all >> 48) & 0x8000u;
+  const uint64_t magnitude = all & 0x7fffffffffffffffu;
+  const uint64_t odd = (magnitude >> 42) & 1u;
+  const uint64_t normal = ((magnitude + 0x1ffffffffffu + odd) >> 42) - (uint64_t{1008} << 10);
+  // |d| < 2^-14: count units of 2^-24 (the ulp of 2^28 is 2^-24).
+  const uint64_t subnormal = bits_of(double_of(magnitude) + 0x1p28) - bits_of(0x1p28);
+  const uint64_t overflow = magnitude > 0x7ff0000000000000u ? 0x7e00u : 0x7c00u;  // NaN : inf
+  uint64_t r = magnitude < 0x3f10000000000000u ? subnormal : normal;  // 2^-14
+  r = magnitude >= 0x40f0000000000000u ? overflow : r;               // 2^16
+  return float16{static_cast<uint16_t>(r | sign)};
+}
+
+inline bfloat16 narrow_to_bfloat16(double d) {
+  const uint64_t all = bits_of(d);
+  const uint32_t sign = static_cast<uint32_t>(all >> 48) & 0x8000u;
+  const uint64_t magnitude = all & 0x7fffffffffffffffu;
+  const uint64_t odd = (magnitude >> 45) & 1u;
+  const uint64_t normal = ((magnitude + 0xfffffffffffu + odd) >> 45) - (uint64_t{896} << 7);
+  // |d| < 2^-126: count units of 2^-133 (the ulp of 2^-81 is 2^-133).
+  const uint64_t subnormal = bits_of(double_of(magnitude) + 0x1p-81) - bits_of(0x1p-81);
+  const uint64_t overflow = magnitude > 0x7ff0000000000000u ? 0x7fc0u : 0x7f80u;  // NaN : inf
+  uint64_t r = magnitude < 0x3810000000000000u ? subnormal : normal;  // 2^-126
+  r = magnitude >= 0x47f0000000000000u ? overflow : r;               // 2^128
+  return bfloat16{static_cast<uint16_t>(r | sign)};
+}
+
+// The storage type of an operand, known at run time: one kernel (one compute type) serves
+// every combination of input types that promotes to it.
+enum class Element { kFloat16, kBFloat16, kFloat32, kFloat64 };
+
 // convert<To>(from): the value conversions level-2 bodies use (extf, truncf) and loads need.
 template <class To, class From>
 inline To convert(From v) {
@@ -69,12 +117,11 @@ inline To convert(From v) {
     return v;
   } else if constexpr (std::is_same_v<From, float16> || std::is_same_v<From, bfloat16>) {
     return static_cast<To>(widen(v));
-  } else if constexpr (std::is_same_v<To, float16>) {
-    static_assert(std::is_same_v<From, float>, "truncf to f16 is only printed from f32");
-    return narrow_to_float16(v);
-  } else if constexpr (std::is_same_v<To, bfloat16>) {
-    static_assert(std::is_same_v<From, float>, "truncf to bf16 is only printed from f32");
-    return narrow_to_bfloat16(v);
+  } else if constexpr (std::is_same_v<To, float16> || std::is_same_v<To, bfloat16>) {
+    static_assert(std::is_same_v<From, float> || std::is_same_v<From, double>,
+                  "truncf to a half type is printed from f32 or f64");
+    if constexpr (std::is_same_v<To, float16>) return narrow_to_float16(v);
+    else return narrow_to_bfloat16(v);
   } else {
     return static_cast<To>(v);  // float <-> double: IEEE conversion, nearest even
   }

@@ -51,11 +51,12 @@ struct Layout {
   int64_t dim[kMaxRank] = {};
   int64_t stride[kNumOperands][kMaxRank] = {};
   const void* data[kNumOperands] = {};
+  Element element[kNumOperands] = {};
   void* out = nullptr;
 };
 
 inline Layout make_layout(const Shape& space, const Shapes& shapes, const void* const* data,
-                          void* out) {
+                          const Element* element, void* out) {
   Layout l;
   l.rank = space.rank;
   for (int a = 0; a < space.rank; ++a) l.dim[a] = space.dim[a];
@@ -68,6 +69,7 @@ inline Layout make_layout(const Shape& space, const Shapes& shapes, const void* 
       natural *= s.dim[j];
     }
     l.data[op] = data[op];
+    l.element[op] = element[op];
   }
   l.out = out;
   return l;
@@ -128,6 +130,21 @@ struct OperandBlock {
     }
     return buf;
   }
+
+  // The same for an operand whose storage type is known at run time. Only types that widen
+  // exactly into C reach here (the glue admits no other), so a double is never read as float.
+  const C* load(const void* data, Element element, int64_t offset, int64_t stride, int64_t n) {
+    switch (element) {
+      case Element::kFloat16: return load(static_cast<const float16*>(data) + offset, stride, n);
+      case Element::kBFloat16: return load(static_cast<const bfloat16*>(data) + offset, stride, n);
+      case Element::kFloat32: return load(static_cast<const float*>(data) + offset, stride, n);
+      case Element::kFloat64:
+        if constexpr (std::is_same_v<C, double>)
+          return load(static_cast<const double*>(data) + offset, stride, n);
+        break;
+    }
+    return nullptr;
+  }
 };
 
 template <class V>
@@ -141,14 +158,11 @@ struct BlockLoads {
   // Operands the body never reads (KlDivBackward's self) are not loaded at all.
   void load(const Layout& l, const int64_t* offset, int inner_axis, int64_t n) {
     if constexpr (V::kUses0)
-      a0 = b0.load(static_cast<const typename V::In0*>(l.data[0]) + offset[0],
-                   l.stride[0][inner_axis], n);
+      a0 = b0.load(l.data[0], l.element[0], offset[0], l.stride[0][inner_axis], n);
     if constexpr (V::kUses1)
-      a1 = b1.load(static_cast<const typename V::In1*>(l.data[1]) + offset[1],
-                   l.stride[1][inner_axis], n);
+      a1 = b1.load(l.data[1], l.element[1], offset[1], l.stride[1][inner_axis], n);
     if constexpr (V::kUses2)
-      a2 = b2.load(static_cast<const typename V::In2*>(l.data[2]) + offset[2],
-                   l.stride[2][inner_axis], n);
+      a2 = b2.load(l.data[2], l.element[2], offset[2], l.stride[2][inner_axis], n);
   }
 };
 

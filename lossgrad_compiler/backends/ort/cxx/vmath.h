@@ -10,19 +10,8 @@
 // 0.82 ulp (float log), 1.02 ulp (float exp), 0.77 ulp (double log) and 0.96 ulp (double
 // exp); tests/test_ort_vmath.py keeps them there.
 
+// Bit views (bits_of, float_of, double_of) come from half.h.
 namespace lossgrad {
-
-inline uint64_t bits_of(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-inline double double_of(uint64_t u) {
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-}
 
 // Coefficients of log(1+f) = 2s + s*(Lg1 s^2 + Lg2 s^4 + ...) with s = f/(2+f) (the fdlibm
 // minimax fits), and ln 2 split so that k * kLn2Hi is exact.

@@ -1,4 +1,5 @@
-"""The native kernels' own log and exp (cxx/vmath.h) against correctly rounded values.
+"""The native kernels' own numerics against correctly rounded values: log and exp
+(cxx/vmath.h) and the one-rounding narrowing of float64 to float16/bfloat16 (cxx/half.h).
 
 The kernels print math.log/math.exp as lossgrad::log/exp so the compiler can vectorise them;
 these tests hold their error to about one ulp over dense samples of every binade and at every
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -33,6 +35,12 @@ LOSSGRAD_APPLY(log_f, float, lossgrad::log)
 LOSSGRAD_APPLY(exp_f, float, lossgrad::exp)
 LOSSGRAD_APPLY(log_d, double, lossgrad::log)
 LOSSGRAD_APPLY(exp_d, double, lossgrad::exp)
+#define LOSSGRAD_NARROW(NAME, T) \\
+  extern "C" __attribute__((visibility("default"))) \\
+  void NAME(const double* x, uint16_t* out, int64_t n) { \\
+    for (int64_t i = 0; i < n; ++i) out[i] = lossgrad::convert<lossgrad::T>(x[i]).bits; }
+LOSSGRAD_NARROW(narrow_f16, float16)
+LOSSGRAD_NARROW(narrow_bf16, bfloat16)
 """
 
 
@@ -131,3 +139,49 @@ def test_double_exp_within_one_ulp(vmath: ctypes.CDLL) -> None:
         exact = np.exp(x.astype(np.longdouble))
     err = _ulps(_apply(vmath, "exp_d", x), exact, np.float64)
     assert err.max() <= 1.0, f"exp({x[err.argmax()]!r}) is {err.max():.3f} ulp off"
+
+
+def _round_once(x: np.ndarray, digits: int, min_exponent: int) -> np.ndarray:
+    """x rounded to nearest even with `digits` significant bits, or to a multiple of
+    2^min_exponent below the normal range (exact in float64: the scaled values are
+    integers after np.rint)."""
+    _, e = np.frexp(x)
+    unit = np.maximum(e - digits, min_exponent)
+    return np.ldexp(np.rint(np.ldexp(x, -unit)), unit)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "digits", "min_exponent", "limit"),
+    [
+        ("narrow_f16", np.float16, 11, -24, 65520.0),
+        ("narrow_bf16", ml_dtypes.bfloat16, 8, -133, float(2**128 - 2**119)),
+    ],
+)
+def test_float64_narrows_in_one_rounding(
+    vmath: ctypes.CDLL, name: str, dtype: type, digits: int, min_exponent: int, limit: float
+) -> None:
+    """Including the doubles just off every rounding tie, where rounding through float32
+    first would round twice and go wrong."""
+    rng = np.random.default_rng(3)
+    info = ml_dtypes.finfo(dtype)
+    exponents = rng.integers(-140, 130, 200_000)
+    x = np.ldexp(rng.uniform(0.5, 1.0, exponents.size), exponents)
+    spacing = np.ldexp(1.0, np.maximum(np.frexp(x)[1] - digits, min_exponent))
+    ties = _round_once(x, digits, min_exponent) + spacing / 2
+    x = np.concatenate([x, ties, ties * (1 + 2**-40), ties * (1 - 2**-40)])
+    x = np.concatenate([x, -x, [0.0, np.inf, -np.inf, float(info.max), limit, limit * 0.999]])
+    expected = _round_once(x[np.isfinite(x)], digits, min_exponent)
+    expected = np.where(np.abs(expected) >= limit, np.copysign(np.inf, expected), expected)
+    got = np.empty(x.size, np.uint16)
+    getattr(vmath, name)(
+        ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(got.ctypes.data), ctypes.c_int64(x.size)
+    )
+    finite = np.isfinite(x)
+    got_values = got.view(dtype).astype(np.float64)
+    assert np.array_equal(got_values[finite], expected)
+    assert np.array_equal(got_values[~finite], x[~finite])
+    nan = np.empty(1, np.uint16)
+    getattr(vmath, name)(
+        ctypes.c_void_p(np.array([np.nan]).ctypes.data), ctypes.c_void_p(nan.ctypes.data), 1
+    )
+    assert np.isnan(nan.view(dtype).astype(np.float64)[0])
