@@ -8,12 +8,18 @@ special input (0, -0, subnormals, negatives, +-inf, NaN, overflow and gradual un
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import platform
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from lossgrad_compiler.backends.ort.build import NativeUnavailableError, build_shared_library
+from lossgrad_compiler.backends.ort.build import (
+    NativeUnavailableError,
+    build_shared_library,
+    toolchain,
+)
 from lossgrad_compiler.backends.ort.library import runtime_header
 
 _HARNESS = """
@@ -23,7 +29,7 @@ _HARNESS = """
 #include <cstring>
 #include <limits>
 #include <type_traits>
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 %s
@@ -41,16 +47,31 @@ LOSSGRAD_APPLY(exp_d, double, lossgrad::exp)
     for (int64_t i = 0; i < n; ++i) out[i] = lossgrad::convert<lossgrad::T>(x[i]).bits; }
 LOSSGRAD_NARROW(narrow_f16, float16)
 LOSSGRAD_NARROW(narrow_bf16, bfloat16)
+#define LOSSGRAD_BLOCKS(NAME, T) \\
+  extern "C" __attribute__((visibility("default"))) \\
+  void NAME(const float* x, lossgrad::T* out, float* back, int64_t n) { \\
+    lossgrad::store_block(out, x, n); \\
+    const float* widened = lossgrad::load_block<float>(out, 1, n, back); \\
+    if (widened != back) std::memcpy(back, widened, sizeof(float) * n); }
+LOSSGRAD_BLOCKS(blocks_f16, float16)
+LOSSGRAD_BLOCKS(blocks_bf16, bfloat16)
 """
 
 
-@pytest.fixture(scope="module")
-def vmath() -> ctypes.CDLL:
+@pytest.fixture(scope="module", params=["build machine", "x86-64"])
+def vmath(request: pytest.FixtureRequest) -> ctypes.CDLL:
+    """The harness built as the library is: for this machine's CPU (with F16C/AVX2 paths
+    where it has them) and for baseline x86-64 (the portable bit-arithmetic paths)."""
     source = _HARNESS % (runtime_header("half.h"), runtime_header("vmath.h"))
     try:
-        return ctypes.CDLL(str(build_shared_library(source, "test_vmath")))
+        tools = toolchain()
     except NativeUnavailableError as err:
         pytest.skip(f"no toolchain: {err}")
+    if request.param != "build machine":
+        if platform.machine() not in ("x86_64", "AMD64"):
+            pytest.skip("the baseline build is x86-64 only")
+        tools = dataclasses.replace(tools, arch_flags=(f"-march={request.param}",))
+    return ctypes.CDLL(str(build_shared_library(source, "test_vmath", tools=tools)))
 
 
 def _apply(library: ctypes.CDLL, name: str, x: np.ndarray) -> np.ndarray:
@@ -185,3 +206,32 @@ def test_float64_narrows_in_one_rounding(
         ctypes.c_void_p(np.array([np.nan]).ctypes.data), ctypes.c_void_p(nan.ctypes.data), 1
     )
     assert np.isnan(nan.view(dtype).astype(np.float64)[0])
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("blocks_f16", np.float16), ("blocks_bf16", ml_dtypes.bfloat16)]
+)
+def test_float32_blocks_convert_like_numpy(vmath: ctypes.CDLL, name: str, dtype: type) -> None:
+    """The block conversions (F16C / AVX2 where the build has them, else bit arithmetic):
+    float32 -> half rounds to nearest even and half -> float32 is exact, bit for bit as
+    numpy / ml_dtypes convert, on a float sample with every rounding tie nearby. Blocks of
+    odd length exercise the vector loops' scalar tails."""
+    bits = np.arange(0, 2**32, 65521, dtype=np.uint64).astype(np.uint32)
+    ties = (bits & 0xFFFF0000) | 0x8000
+    x = np.concatenate([bits, ties, ties + 1, ties - 1, ties ^ 0x10000]).view(np.float32)
+    x = np.concatenate([x, np.array([0.0, -0.0, np.inf, -np.inf, 65504.0, 65520.0], np.float32)])
+    x = x[: x.size // 16 * 16 - 3]  # not a whole number of vectors
+    out = np.empty(x.size, np.uint16)
+    back = np.empty(x.size, np.float32)
+    getattr(vmath, name)(
+        ctypes.c_void_p(x.ctypes.data),
+        ctypes.c_void_p(out.ctypes.data),
+        ctypes.c_void_p(back.ctypes.data),
+        ctypes.c_int64(x.size),
+    )
+    with np.errstate(all="ignore"):
+        expected = x.astype(dtype)
+    nan = np.isnan(x)
+    assert np.array_equal(out[~nan], expected[~nan].view(np.uint16))
+    assert np.isnan(out[nan].view(dtype).astype(np.float32)).all()
+    assert np.array_equal(back[~nan], expected[~nan].astype(np.float32))

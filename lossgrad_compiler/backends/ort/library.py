@@ -39,7 +39,7 @@ _PRELUDE = """\
 #include <string>
 #include <type_traits>
 #include <vector>
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 

@@ -150,6 +150,36 @@ inline void narrow_contiguous(const float* __restrict values, int64_t n, float16
 }
 #endif
 
+#if defined(__AVX2__)
+// narrow_to_bfloat16 on 16 floats per step: g++ vectorises the scalar form, but packs the
+// 32-bit lanes to 16 bits poorly (3x slower than this).
+inline void narrow_contiguous(const float* __restrict values, int64_t n, bfloat16* out) {
+  const __m256i round_bias = _mm256_set1_epi32(0x7fff);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i magnitude_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i infinity = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x0040);
+  auto narrow8 = [&](const float* p) {
+    const __m256i all = _mm256_castps_si256(_mm256_loadu_ps(p));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(all, 16), one);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(all, round_bias), odd), 16);
+    const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(all, 16), quiet);
+    const __m256i is_nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(all, magnitude_mask), infinity);
+    return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // packus works within 128-bit lanes: reorder the 64-bit quarters afterwards.
+    const __m256i packed = _mm256_packus_epi32(narrow8(values + i), narrow8(values + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_permute4x64_epi64(packed, 0xd8));
+  }
+  for (; i < n; ++i) out[i] = narrow_to_bfloat16(values[i]);
+}
+#endif
+
 // A block of `n` values of operand storage T, `stride` elements apart (0 = broadcast), as C.
 // Returns `p` itself when no conversion or gather is needed.
 template <class C, class T>
@@ -178,6 +208,12 @@ template <class T, class C>
 inline void store_block(T* __restrict out, const C* __restrict values, int64_t n) {
 #if defined(__F16C__)
   if constexpr (std::is_same_v<T, float16> && std::is_same_v<C, float>) {
+    narrow_contiguous(values, n, out);
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
     narrow_contiguous(values, n, out);
     return;
   }
