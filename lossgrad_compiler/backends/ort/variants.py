@@ -98,6 +98,7 @@ class KernelTypes:
 
 
 def kernel_types(op: spec.OperatorSpec, inputs: Inputs) -> KernelTypes:
+    """The kernel a node with inputs of these element types runs (spec's promotion rules)."""
     promoted = spec.promote_types(inputs)
     result = op.result_type(dict(zip(spec.INPUT_NAMES, inputs, strict=True)))
     return KernelTypes(spec.compute_type(promoted), result)

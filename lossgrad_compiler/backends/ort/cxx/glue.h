@@ -318,8 +318,9 @@ struct CustomOp : OrtCustomOp {
 
 inline const CustomOp& self_of(const OrtCustomOp* op) { return *static_cast<const CustomOp*>(op); }
 
-// One registration of `name` for one combination of input types; its output has their promoted
-// type. ORT keeps one kernel definition per registration and picks by the node's input types.
+// One registration of `name` for one combination of input types, with the result type spec
+// gives them. ORT keeps one kernel definition per registration, picks one by the node's input
+// types and takes the output type from it.
 inline CustomOp make_custom_op(const char* name,
                                const ONNXTensorElementDataType (&inputs)[kNumOperands],
                                ONNXTensorElementDataType output, CreateFn create,
