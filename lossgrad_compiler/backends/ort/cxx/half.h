@@ -13,29 +13,19 @@ struct bfloat16 {
   uint16_t bits;
 };
 
-inline uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
+// std::bit_cast (C++20) for the C++17 the library is built as.
+template <class To, class From>
+inline To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
 }
 
-inline float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-inline uint64_t bits_of(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-inline double double_of(uint64_t u) {
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-}
+inline uint32_t bits_of(float f) { return bit_cast<uint32_t>(f); }
+inline float float_of(uint32_t u) { return bit_cast<float>(u); }
+inline uint64_t bits_of(double d) { return bit_cast<uint64_t>(d); }
+inline double double_of(uint64_t u) { return bit_cast<double>(u); }
 
 inline float widen(float16 h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
