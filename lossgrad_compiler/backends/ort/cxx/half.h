@@ -64,37 +64,32 @@ inline bfloat16 narrow_to_bfloat16(float f) {
   return bfloat16{static_cast<uint16_t>(is_nan ? quiet_nan : rounded)};
 }
 
-// float64 -> float16 / bfloat16 in one rounding (to nearest even), as arith.truncf from f64
-// does: narrowing through float would round twice. The same bit arithmetic as above, on the
-// 64-bit pattern: normal results drop 42 (45) mantissa bits and rebias the exponent; subnormal
-// results come from adding a power of two whose ulp is the target's smallest subnormal.
-inline float16 narrow_to_float16(double d) {
+// float64 -> a 16-bit float with M mantissa bits and exponent bias B (float16: 10, 15;
+// bfloat16: 7, 127) in one rounding to nearest even, as arith.truncf from f64 does: narrowing
+// through float would round twice. Normal results drop 52 - M mantissa bits and rebias the
+// exponent; subnormal ones come from adding 2^(53-B-M), whose ulp is the smallest subnormal.
+template <int M, int B>
+inline uint16_t narrow_double_bits(double d) {
+  constexpr int kDropped = 52 - M;
+  constexpr uint64_t kInfinity = uint64_t{2 * B + 1} << M;
+  const auto power_of_two_bits = [](int e) { return uint64_t(1023 + e) << 52; };
   const uint64_t all = bits_of(d);
-  const uint32_t sign = static_cast<uint32_t>(all >> 48) & 0x8000u;
+  const uint64_t sign = (all >> 48) & 0x8000u;
   const uint64_t magnitude = all & 0x7fffffffffffffffu;
-  const uint64_t odd = (magnitude >> 42) & 1u;
-  const uint64_t normal = ((magnitude + 0x1ffffffffffu + odd) >> 42) - (uint64_t{1008} << 10);
-  // |d| < 2^-14: count units of 2^-24 (the ulp of 2^28 is 2^-24).
-  const uint64_t subnormal = bits_of(double_of(magnitude) + 0x1p28) - bits_of(0x1p28);
-  const uint64_t overflow = magnitude > 0x7ff0000000000000u ? 0x7e00u : 0x7c00u;  // NaN : inf
-  uint64_t r = magnitude < 0x3f10000000000000u ? subnormal : normal;  // 2^-14
-  r = magnitude >= 0x40f0000000000000u ? overflow : r;               // 2^16
-  return float16{static_cast<uint16_t>(r | sign)};
+  const uint64_t odd = (magnitude >> kDropped) & 1u;
+  const uint64_t half_ulp = (uint64_t{1} << (kDropped - 1)) - 1;
+  const uint64_t normal = ((magnitude + half_ulp + odd) >> kDropped) - (uint64_t{1023 - B} << M);
+  const double unit = double_of(power_of_two_bits(53 - B - M));
+  const uint64_t subnormal = bits_of(double_of(magnitude) + unit) - bits_of(unit);
+  const uint64_t overflow = magnitude > 0x7ff0000000000000u ? kInfinity | (1u << (M - 1))
+                                                             : kInfinity;  // NaN : inf
+  uint64_t r = magnitude < power_of_two_bits(1 - B) ? subnormal : normal;
+  r = magnitude >= power_of_two_bits(B + 1) ? overflow : r;
+  return static_cast<uint16_t>(r | sign);
 }
 
-inline bfloat16 narrow_to_bfloat16(double d) {
-  const uint64_t all = bits_of(d);
-  const uint32_t sign = static_cast<uint32_t>(all >> 48) & 0x8000u;
-  const uint64_t magnitude = all & 0x7fffffffffffffffu;
-  const uint64_t odd = (magnitude >> 45) & 1u;
-  const uint64_t normal = ((magnitude + 0xfffffffffffu + odd) >> 45) - (uint64_t{896} << 7);
-  // |d| < 2^-126: count units of 2^-133 (the ulp of 2^-81 is 2^-133).
-  const uint64_t subnormal = bits_of(double_of(magnitude) + 0x1p-81) - bits_of(0x1p-81);
-  const uint64_t overflow = magnitude > 0x7ff0000000000000u ? 0x7fc0u : 0x7f80u;  // NaN : inf
-  uint64_t r = magnitude < 0x3810000000000000u ? subnormal : normal;  // 2^-126
-  r = magnitude >= 0x47f0000000000000u ? overflow : r;               // 2^128
-  return bfloat16{static_cast<uint16_t>(r | sign)};
-}
+inline float16 narrow_to_float16(double d) { return float16{narrow_double_bits<10, 15>(d)}; }
+inline bfloat16 narrow_to_bfloat16(double d) { return bfloat16{narrow_double_bits<7, 127>(d)}; }
 
 // The storage type of an operand, known at run time: one kernel (one compute type) serves
 // every combination of input types that promotes to it.
@@ -170,6 +165,17 @@ inline void narrow_contiguous(const float* __restrict values, int64_t n, bfloat1
 }
 #endif
 
+// The storage types this build has a vector narrow_contiguous from float for.
+template <class T>
+constexpr bool kNarrowsInVectors =
+#if defined(__F16C__)
+    std::is_same_v<T, float16> ||
+#endif
+#if defined(__AVX2__)
+    std::is_same_v<T, bfloat16> ||
+#endif
+    false;
+
 // A block of `n` values of operand storage T, `stride` elements apart (0 = broadcast), as C.
 // Returns `p` itself when no conversion or gather is needed.
 template <class C, class T>
@@ -196,18 +202,10 @@ inline const C* load_block(const T* p, int64_t stride, int64_t n, C* __restrict 
 
 template <class T, class C>
 inline void store_block(T* __restrict out, const C* __restrict values, int64_t n) {
-#if defined(__F16C__)
-  if constexpr (std::is_same_v<T, float16> && std::is_same_v<C, float>) {
+  if constexpr (std::is_same_v<C, float> && kNarrowsInVectors<T>) {
     narrow_contiguous(values, n, out);
     return;
   }
-#endif
-#if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
-    narrow_contiguous(values, n, out);
-    return;
-  }
-#endif
   for (int64_t i = 0; i < n; ++i) out[i] = convert<T>(values[i]);
 }
 
