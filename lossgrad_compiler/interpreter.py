@@ -168,8 +168,9 @@ def to_numpy(value: ShapedArray[float], element_type: Attribute) -> np.ndarray:
     return np.frombuffer(buffer, dtype=dtype).reshape(value.shape).copy()
 
 
-def run_function(module: ModuleOp, name: str, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Call `func.func @name` of a level-2 module on numpy arrays; its results as arrays."""
+def run_function(module: ModuleOp, name: str, *arrays: Any) -> tuple[np.ndarray, ...]:
+    """Call `func.func @name` of a level-2 module on numpy arrays (and Python scalars for
+    scalar arguments, such as run-time parameters); its results as arrays."""
     interpreter = make_interpreter(module)
     function = next(
         op for op in module.walk() if getattr(op, "sym_name", None) and op.sym_name.data == name
@@ -177,7 +178,7 @@ def run_function(module: ModuleOp, name: str, *arrays: np.ndarray) -> tuple[np.n
     input_types: Sequence[Attribute] = function.function_type.inputs.data  # type: ignore[attr-defined]
     output_types: Sequence[Attribute] = function.function_type.outputs.data  # type: ignore[attr-defined]
     values = [
-        to_shaped_array(a, t.element_type)  # type: ignore[attr-defined]
+        to_shaped_array(a, t.element_type) if isinstance(t, TensorType) else a
         for a, t in zip(arrays, input_types, strict=True)
     ]
     with np.errstate(all="ignore"):

@@ -495,15 +495,34 @@ def validate(
     )
 
 
+class Divisor(StrEnum):
+    """What n of the reduction scale s = 1/n counts; the values are how messages and
+    generated code name it."""
+
+    NUMEL = "numel(broadcast(self, target))"
+    BATCH = "self.shape[0]"
+
+
+def divisor_rule(reduction: Reduction | str, self_rank: int) -> Divisor | None:
+    """Which n scales a call: numel(B) for mean, self.shape[0] for batchmean; None where
+    nothing is scaled (none, sum, batchmean of a 0-d self). Every backend that computes n
+    at run time, and reduction_divisor below, follow this one rule."""
+    reduction = Reduction(reduction)
+    if reduction is Reduction.MEAN:
+        return Divisor.NUMEL
+    if reduction is Reduction.BATCHMEAN and self_rank > 0:
+        return Divisor.BATCH
+    return None
+
+
 def reduction_divisor(
     reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
 ) -> int | None:
-    """SPEC's n of the scale s = 1/n for concrete shapes: numel(B) for mean, self.shape[0]
-    for batchmean; None where nothing is scaled (none, sum, batchmean of a 0-d self)."""
-    reduction = Reduction(reduction)
-    if reduction is Reduction.MEAN:
+    """SPEC's n of the scale s = 1/n for concrete shapes (see divisor_rule)."""
+    rule = divisor_rule(reduction, len(self_shape))
+    if rule is Divisor.NUMEL:
         return math.prod(b)
-    if reduction is Reduction.BATCHMEAN and len(self_shape) > 0:
+    if rule is Divisor.BATCH:
         return self_shape[0]
     return None
 

@@ -75,7 +75,8 @@ def _dynamic_source(
 
 
 def _scale_count(reduction: spec.Reduction, shapes: tuple[spec.Shape, ...]) -> ScaleCount | None:
-    if reduction is spec.Reduction.MEAN:
+    rule = spec.divisor_rule(reduction, len(shapes[SELF]))
+    if rule is spec.Divisor.NUMEL:
         b = spec.broadcast_shapes("", [("self", shapes[SELF]), ("target", shapes[TARGET])])
         factor = 1
         dynamic: list[DimSource] = []
@@ -85,13 +86,9 @@ def _scale_count(reduction: spec.Reduction, shapes: tuple[spec.Shape, ...]) -> S
             else:
                 dynamic.append(_dynamic_source(axis, len(b), shapes, (SELF, TARGET)))
         return ScaleCount(factor, tuple(dynamic))
-    if reduction is spec.Reduction.BATCHMEAN:
-        self_shape = shapes[SELF]
-        if not self_shape:
-            return None
-        if self_shape[0] is None:
-            return ScaleCount(1, ((SELF, 0),))
-        return ScaleCount(self_shape[0], ())
+    if rule is spec.Divisor.BATCH:
+        first = shapes[SELF][0]
+        return ScaleCount(1, ((SELF, 0),)) if first is None else ScaleCount(first, ())
     return None
 
 

@@ -12,7 +12,7 @@ C accumulator, narrowed by a second generic when the result type is a half type.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -38,8 +38,8 @@ from lossgrad_compiler.passes.lowering_utils import (
     yield_op,
 )
 from xdsl.context import Context
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, i64
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -49,8 +49,9 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.utils.exceptions import PassFailedException
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import level2, spec
 
 # --------------------------------------------------------------------------- the formulas
 
@@ -64,6 +65,7 @@ class BodyValues:
     t: SSAValue  # target
     compute: spec.FloatType  # C
     compute_type: Attribute  # C as an MLIR type
+    parameters: Mapping[str, SSAValue]  # run-time attribute values, already in C
 
 
 Formula = Callable[[ScalarBuilder, BodyValues], SSAValue]
@@ -97,7 +99,8 @@ def kl_div_target_backward(log_target: bool) -> Formula:
 
 def smooth_l1_loss_backward(beta: float) -> Formula:
     """ge * clamp((x - t) / beta, -1, 1), the clamp decided by comparing x - t with +-beta;
-    with beta == 0 in C, ge * sgn(x - t), no division."""
+    with beta == 0 in C, ge * sgn(x - t), no division. A run-time beta (v.parameters) takes
+    the place of the constant in the division form."""
 
     def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
         assert v.x is not None
@@ -107,7 +110,7 @@ def smooth_l1_loss_backward(beta: float) -> Formula:
         d = b.subf(v.x, v.t)
         if beta_c > 0:
             # Compare d with +-beta rather than q with +-1: |d| == beta == inf gives +-1.
-            beta_value = b.constant(beta_c, v.compute_type)
+            beta_value = v.parameters.get("beta") or b.constant(beta_c, v.compute_type)
             q = b.divf(d, beta_value)
             low = b.select(b.cmpf("ole", d, b.negf(beta_value)), minus_one, q)
             clamped = b.select(b.cmpf("oge", d, beta_value), one, low)
@@ -130,10 +133,17 @@ def _is_narrower(element: spec.FloatType, compute: spec.FloatType) -> bool:
 class OpLowering:
     """Builds the level-2 ops that replace one lossgrad op (before it, in order)."""
 
-    def __init__(self, op: LossGradOp, formula: Formula, reads_self: bool = True) -> None:
+    def __init__(
+        self,
+        op: LossGradOp,
+        formula: Formula,
+        reads_self: bool = True,
+        parameters: Mapping[str, SSAValue] | None = None,
+    ) -> None:
         self.op = op
         self.formula = formula
         self.reads_self = reads_self
+        self.parameters = dict(parameters or {})  # run-time parameters (function arguments)
         self.operands = (op.grad_output, op.self_, op.target)
         self.checked = op.check()
         shapes = tuple(self.checked.shapes[n] for n in spec.INPUT_NAMES)
@@ -157,19 +167,20 @@ class OpLowering:
         if count is None:
             return None
         b = self.outer
-        if count.is_static:
+        n: SSAValue | None = self.parameters.get(level2.PARAMETER_N)
+        if n is None and count.is_static:
             c = self.compute.dtype.type
             with np.errstate(divide="ignore"):
                 value = float(c(1) / c(count.static_factor))
             return b.constant(value, self.compute_type)
-        n: SSAValue | None = None
-        for source in count.dynamic:
-            size = self.dim(source)
-            n = size if n is None else b.muli(n, size)
-        assert n is not None
-        if count.static_factor != 1:
-            n = b.muli(n, b.index_constant(count.static_factor))
-        n.name_hint = "numel" if count.static_factor != 1 or len(count.dynamic) > 1 else "dim"
+        if n is None:
+            for source in count.dynamic:
+                size = self.dim(source)
+                n = size if n is None else b.muli(n, size)
+            assert n is not None
+            if count.static_factor != 1:
+                n = b.muli(n, b.index_constant(count.static_factor))
+            n.name_hint = "numel" if count.static_factor != 1 or len(count.dynamic) > 1 else "dim"
         as_i64 = b.cast(arith.IndexCastOp, n, i64)
         as_float = b.cast(arith.UIToFPOp, as_i64, self.compute_type)
         one = b.constant(1.0, self.compute_type)
@@ -194,7 +205,8 @@ class OpLowering:
         go, x, t = widened
         assert go is not None and t is not None
         ge = b.mulf(go, scale) if scale is not None else go
-        value = self.formula(b, BodyValues(ge, x, t, self.compute, self.compute_type))
+        values = BodyValues(ge, x, t, self.compute, self.compute_type, self.float_parameters)
+        value = self.formula(b, values)
         if self.plan.accumulates:
             value = b.addf(block.args[3], value)
         elif _is_narrower(self.checked.result_type, self.compute):
@@ -207,6 +219,11 @@ class OpLowering:
         """Append the replacement ops to self.ops; return the value replacing the result."""
         plan = self.plan
         b = self.outer
+        self.float_parameters = {
+            name: self.in_compute_type(value)
+            for name, value in self.parameters.items()
+            if name != level2.PARAMETER_N
+        }
         scale = self.scale(plan.scale)
         if scale is not None:
             scale.name_hint = "scale"
@@ -235,6 +252,15 @@ class OpLowering:
             value = self.narrow(value, sizes, result_type)
         return value
 
+    def in_compute_type(self, value: SSAValue) -> SSAValue:
+        """An f64 run-time attribute rounded to C once, before the generic (as MLIR rounds a
+        constant of type C)."""
+        if self.compute_type == value.type:
+            return value
+        rounded = self.outer.cast(arith.TruncFOp, value, self.compute_type)
+        rounded.name_hint = f"{value.name_hint}_c" if value.name_hint else None
+        return rounded
+
     def narrow(self, accumulator: SSAValue, sizes: list[SSAValue], to: Attribute) -> SSAValue:
         """A second, all-parallel generic: truncf of the C accumulator to the result type."""
         rank = len(self.plan.output_shape)
@@ -249,33 +275,27 @@ class OpLowering:
         )
 
 
-def replace_with_level2(
-    op: LossGradOp, rewriter: PatternRewriter, formula: Formula, reads_self: bool = True
-) -> None:
-    lowering = OpLowering(op, formula, reads_self)
-    value = lowering.build()
-    rewriter.replace(op, lowering.ops, [value])
+FORMULAS: dict[type[LossGradOp], Callable[[LossGradOp], tuple[Formula, bool]]] = {
+    KlDivBackwardOp: lambda op: (kl_div_backward(op.log_target_flag), False),
+    KlDivTargetBackwardOp: lambda op: (kl_div_target_backward(op.log_target_flag), True),
+    SmoothL1LossBackwardOp: lambda op: (smooth_l1_loss_backward(op.beta_value), True),
+}
+"""Per op class: its formula and whether the formula reads `self`."""
 
 
-# --------------------------------------------------------------------------- patterns
+@dataclass
+class LowerLossgradOp(RewritePattern):
+    """One lossgrad op → level-2 ops; `parameters` holds the run-time parameters of ops in
+    the runtime-parameter form (the function arguments that carry them)."""
 
+    parameters: Mapping[Operation, Mapping[str, SSAValue]]
 
-class LowerKlDivBackward(RewritePattern):
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: KlDivBackwardOp, rewriter: PatternRewriter) -> None:
-        replace_with_level2(op, rewriter, kl_div_backward(op.log_target_flag), reads_self=False)
-
-
-class LowerKlDivTargetBackward(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: KlDivTargetBackwardOp, rewriter: PatternRewriter) -> None:
-        replace_with_level2(op, rewriter, kl_div_target_backward(op.log_target_flag))
-
-
-class LowerSmoothL1LossBackward(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: SmoothL1LossBackwardOp, rewriter: PatternRewriter) -> None:
-        replace_with_level2(op, rewriter, smooth_l1_loss_backward(op.beta_value))
+    def match_and_rewrite(self, op: LossGradOp, rewriter: PatternRewriter) -> None:
+        formula, reads_self = FORMULAS[type(op)](op)
+        lowering = OpLowering(op, formula, reads_self, self.parameters.get(op))
+        value = lowering.build()
+        rewriter.replace(op, lowering.ops, [value])
 
 
 @contextmanager
@@ -290,21 +310,96 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def mark_functions(module: ModuleOp) -> dict[func.FuncOp, LossGradOp]:
+    """Give every function that holds exactly one lossgrad op the attributes that say which
+    operator it computes (docs/level2.md, "Functions say what they are")."""
+    marked: dict[func.FuncOp, LossGradOp] = {}
+    for function in module.ops:
+        if not isinstance(function, func.FuncOp) or not function.body.blocks:
+            continue
+        ops = [op for op in function.walk() if isinstance(op, LossGradOp)]
+        if len(ops) == 1:
+            checked = ops[0].check()
+            function.attributes.update(level2.identity_attributes(checked.op, checked.attrs))
+            marked[function] = ops[0]
+    return marked
+
+
+def runtime_parameter_names(op: LossGradOp) -> list[str]:
+    """The run-time parameters of an op: n where its reduction scales, and each FLOAT
+    attribute whose value the lowered body reads (SmoothL1's beta when beta > 0 in C)."""
+    checked = op.check()
+    names = []
+    if spec.divisor_rule(checked.reduction, len(checked.shapes["self"] or ())) is not None:
+        names.append(level2.PARAMETER_N)
+    for a in checked.op.attributes:
+        value = checked.attrs[a.name]
+        if a.kind is spec.AttrKind.FLOAT and float(checked.compute.dtype.type(value)) > (
+            a.minimum or 0.0
+        ):
+            names.append(a.name)
+    return names
+
+
+def add_parameters(function: func.FuncOp, op: LossGradOp) -> dict[str, SSAValue]:
+    """Append the op's run-time parameters to a signature function's arguments."""
+    block = function.body.block
+    ret = block.last_op
+    if (
+        list(op.operands) != list(block.args)
+        or not isinstance(ret, func.ReturnOp)
+        or list(ret.operands) != [op.result]
+    ):
+        raise PassFailedException(
+            f"lower-lossgrad{{runtime_parameters=true}}: @{function.sym_name.data} must take "
+            "(grad_output, self, target) and return its one lossgrad op's result"
+        )
+    names = runtime_parameter_names(op)
+    values: dict[str, SSAValue] = {}
+    for name in names:
+        arg = block.insert_arg(level2.parameter_type(name), len(block.args))
+        arg.name_hint = name
+        values[name] = arg
+    function.function_type = func.FunctionType.from_lists(
+        [a.type for a in block.args], function.function_type.outputs.data
+    )
+    function.attributes[level2.PARAMETERS_ATTR] = ArrayAttr(StringAttr(n) for n in names)
+    return values
+
+
 @dataclass(frozen=True)
 class LowerLossgradPass(ModulePass):
     """Lower every lossgrad op to level-2 IR (docs/level2.md); no lossgrad op survives.
 
-    Unused lossgrad ops are lowered too: the rewriter's dead-code elimination is off, so
-    no op disappears unlowered. No options."""
+    Every function with exactly one lossgrad op is marked with `lossgrad.op_type` and
+    `lossgrad.attributes`. Unused lossgrad ops are lowered too: the rewriter's dead-code
+    elimination is off, so no op disappears unlowered.
+
+    Option `runtime_parameters` (default false): every function must be a signature function
+    (one lossgrad op on its arguments, returned); its run-time parameters (the divisor `n`
+    of the scale, SmoothL1's `beta` when beta > 0) become trailing arguments, listed in
+    `lossgrad.parameters`, so that one lowered body serves every value of them."""
 
     name = "lower-lossgrad"
 
+    runtime_parameters: bool = False
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         with gc_paused():
+            marked = mark_functions(op)
+            parameters: dict[Operation, Mapping[str, SSAValue]] = {}
+            if self.runtime_parameters:
+                for function in op.ops:
+                    if isinstance(function, func.FuncOp) and function not in marked:
+                        raise PassFailedException(
+                            "lower-lossgrad{runtime_parameters=true}: "
+                            f"@{function.sym_name.data} must hold exactly one lossgrad op"
+                        )
+                parameters = {
+                    lossgrad_op: add_parameters(function, lossgrad_op)
+                    for function, lossgrad_op in marked.items()
+                }
             PatternRewriteWalker(
-                GreedyRewritePatternApplier(
-                    [LowerKlDivBackward(), LowerKlDivTargetBackward(), LowerSmoothL1LossBackward()],
-                    dce_enabled=False,
-                ),
+                GreedyRewritePatternApplier([LowerLossgradOp(parameters)], dce_enabled=False),
                 apply_recursively=False,
             ).rewrite_module(op)

@@ -1,0 +1,460 @@
+"""The one analysis of level 2: what a `linalg.generic` and a lowered signature function
+compute, and how (docs/level2.md). Every backend reads level 2 through these records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.dialects.lossgrad import element_float_type
+from lossgrad_compiler.level2.contract import Level2ContractError, constant_value
+from lossgrad_compiler.level2.identity import (
+    PARAMETER_N,
+    parameter_type,
+    read_identity,
+    read_parameters,
+)
+
+IndexMap = tuple[int | None, ...]
+"""Per operand dimension: the loop that reads it, or None for the constant 0 of a
+broadcast 1. Level-2 maps are right-aligned, so loop = loops - rank + dimension."""
+
+
+@dataclass(frozen=True)
+class GenericOperand:
+    """One operand of a generic: its value, block argument, type, shape and map."""
+
+    value: SSAValue
+    block_arg: BlockArgument
+    element: spec.FloatType
+    shape: tuple[int | None, ...]  # None: dynamic
+    index_map: IndexMap
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_scalar(self) -> bool:
+        """One element for the whole iteration space (rank 0, or every dim a broadcast 1)."""
+        return all(loop is None for loop in self.index_map)
+
+    def is_identity(self, loops: int) -> bool:
+        """Reads every loop in order: no broadcasting."""
+        return self.index_map == tuple(range(loops))
+
+    @property
+    def reads(self) -> bool:
+        return bool(self.block_arg.uses)
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """How a summing generic adds each element: `addf %acc, %v` into a filled output."""
+
+    add: arith.AddfOp
+    accumulator_first: bool
+    init: float | None  # the constant the output is filled with (None: not a fill)
+
+
+@dataclass(frozen=True)
+class Level2Generic:
+    op: GenericOp
+    loops: int
+    reduction_loops: tuple[bool, ...]
+    inputs: tuple[GenericOperand, ...]
+    output: GenericOperand
+    body_ops: tuple[Operation, ...]  # the body but linalg.yield and the accumulating addf
+    value: SSAValue  # each iteration's value: the yielded one, or what is added to %acc
+    accumulation: Accumulation | None
+    captured: tuple[SSAValue, ...]  # values from above the body, in first-use order
+
+    @property
+    def body(self) -> Block:
+        return self.op.body.block
+
+    @property
+    def reduces(self) -> bool:
+        return any(self.reduction_loops)
+
+
+def index_map(op: Operation, amap: AffineMap, value_type: Attribute, loops: int) -> IndexMap:
+    """The IndexMap of an operand, after checking docs/level2.md's rule for it."""
+    if not isinstance(value_type, TensorType):
+        raise Level2ContractError(op, f"operand of type {value_type} is not a ranked tensor")
+    shape = value_type.get_shape()
+    rank = len(shape)
+    if amap.num_dims != loops or amap.num_symbols or len(amap.results) != rank or rank > loops:
+        raise Level2ContractError(op, f"indexing map {amap} does not fit its operand")
+    entries: list[int | None] = []
+    for j, expr in enumerate(amap.results):
+        loop = loops - rank + j
+        if isinstance(expr, AffineDimExpr) and expr.position == loop:
+            entries.append(loop)
+        elif isinstance(expr, AffineConstantExpr) and expr.value == 0 and shape[j] == 1:
+            entries.append(None)
+        else:
+            raise Level2ContractError(
+                op,
+                f"indexing map {amap}: result {j} must be d{loop}, or 0 at a size-1 dimension",
+            )
+    return tuple(entries)
+
+
+def tensor_shape(value: SSAValue) -> tuple[int | None, ...]:
+    t = value.type
+    assert isinstance(t, TensorType)
+    return tuple(None if d < 0 else d for d in t.get_shape())
+
+
+def _float_element(op: Operation, value: SSAValue) -> spec.FloatType:
+    t = value.type
+    element = element_float_type(t.element_type) if isinstance(t, TensorType) else None
+    if element is None:
+        raise Level2ContractError(op, f"operand type {t} is not a tensor of a level-2 float")
+    return element
+
+
+def analyze_generic(op: GenericOp) -> Level2Generic:
+    """The structure of one level-2 `linalg.generic` (Level2ContractError if it has none)."""
+    if len(op.outputs) != 1 or len(op.results) != 1:
+        raise Level2ContractError(op, "must have exactly one output")
+    maps = [m.data for m in op.indexing_maps]
+    iterators = [str(it.data) for it in op.iterator_types]
+    loops = len(iterators)
+    operands = [*op.inputs, *op.outputs]
+    block = op.body.block
+    if len(maps) != len(operands) or len(block.args) != len(operands):
+        raise Level2ContractError(op, "needs one indexing map and one block argument per operand")
+    described: list[GenericOperand] = []
+    for value, arg, amap in zip(operands, block.args, maps, strict=True):
+        element = _float_element(op, value)
+        if arg.type != value.type.element_type:  # type: ignore[attr-defined]
+            raise Level2ContractError(op, "block argument types must be the operand elements")
+        described.append(
+            GenericOperand(
+                value, arg, element, tensor_shape(value), index_map(op, amap, value.type, loops)
+            )
+        )
+    output = described[-1]
+    reduction_loops = tuple(it == "reduction" for it in iterators)
+    if any(it not in ("parallel", "reduction") for it in iterators):
+        raise Level2ContractError(op, f"iterator types must be parallel or reduction: {iterators}")
+    present = {loop for loop in output.index_map if loop is not None}
+    for loop, reduced in enumerate(reduction_loops):
+        if reduced == (loop in present):
+            raise Level2ContractError(
+                op,
+                f"loop d{loop} must be a reduction exactly when the output map does not read it",
+            )
+    yielded = block.last_op
+    if not isinstance(yielded, YieldOp) or len(yielded.operands) != 1:
+        raise Level2ContractError(op, "a body ends in linalg.yield of one value")
+    value = SSAValue.get(yielded.operands[0])
+    accumulation = None
+    body_ops = [o for o in block.ops if o is not yielded]
+    acc_uses = list(output.block_arg.uses)
+    if any(reduction_loops):
+        add = value.owner
+        if not isinstance(add, arith.AddfOp) or output.block_arg not in (add.lhs, add.rhs):
+            raise Level2ContractError(op, "a summing body yields `arith.addf %acc, %v`")
+        if len(acc_uses) != 1:
+            raise Level2ContractError(op, "the accumulator is read only by the yielded addf")
+        first = add.lhs == output.block_arg
+        value = SSAValue.get(add.rhs if first else add.lhs)
+        accumulation = Accumulation(add, first, _fill_constant(output.value))
+        body_ops = [o for o in body_ops if o is not add]
+    elif acc_uses:
+        raise Level2ContractError(op, "an elementwise body does not read its output")
+    return Level2Generic(
+        op=op,
+        loops=loops,
+        reduction_loops=reduction_loops,
+        inputs=tuple(described[:-1]),
+        output=output,
+        body_ops=tuple(body_ops),
+        value=value,
+        accumulation=accumulation,
+        captured=tuple(captured_values(block)),
+    )
+
+
+def _fill_constant(output: SSAValue) -> float | None:
+    fill = output.owner
+    if isinstance(fill, FillOp) and len(fill.inputs) == 1:
+        source = SSAValue.get(fill.inputs[0]).owner
+        if isinstance(source, arith.ConstantOp):
+            return float(constant_value(source))
+    return None
+
+
+def captured_values(block: Block) -> Iterator[SSAValue]:
+    """Values a block reads from above it, in first-use order, each once."""
+    seen: set[SSAValue] = set()
+    for op in block.ops:
+        for v in op.operands:
+            owner_block = v.block if isinstance(v, BlockArgument) else v.owner.parent_block()
+            if owner_block is not block and v not in seen:
+                seen.add(v)
+                yield v
+
+
+# --------------------------------------------------------------------------- one function
+
+
+@dataclass(frozen=True)
+class Level2Operand:
+    """One input of a signature function, as the body reads it."""
+
+    name: str  # spec.INPUT_NAMES
+    position: int
+    argument: BlockArgument  # the function argument
+    generic: GenericOperand  # the same operand in the main generic
+    widening: arith.ExtFOp | None  # the one extf to the compute type, if it is read that way
+
+    @property
+    def storage(self) -> spec.FloatType:
+        return self.generic.element
+
+    @property
+    def reads(self) -> bool:
+        return self.generic.reads
+
+    @property
+    def loaded(self) -> SSAValue:
+        """The body value that is this operand in the compute type."""
+        return self.widening.result if self.widening is not None else self.generic.block_arg
+
+
+@dataclass(frozen=True)
+class Level2Scale:
+    """The reduction scale 1/n that grad_output is multiplied by before the formula."""
+
+    value: SSAValue  # the captured scalar, in the compute type
+    divisor: spec.Divisor  # what n counts (spec.divisor_rule of the function's attributes)
+    parameter: BlockArgument | None  # %n, in the runtime-parameter form
+    ops: tuple[Operation, ...]  # the function ops computing `value`, in program order
+
+    @property
+    def static_value(self) -> float | None:
+        """The scale itself when it is a constant (static shapes)."""
+        owner = self.value.owner
+        return float(constant_value(owner)) if isinstance(owner, arith.ConstantOp) else None
+
+
+@dataclass(frozen=True)
+class Level2Function:
+    """A lowered signature function, as every backend reads it."""
+
+    function: func.FuncOp
+    op: spec.OperatorSpec
+    attributes: dict[str, Any]
+    parameters: dict[str, BlockArgument]  # run-time parameters by name
+    operands: tuple[Level2Operand, Level2Operand, Level2Operand]
+    compute: spec.FloatType
+    result: spec.FloatType  # the returned tensor's element type
+    main: Level2Generic
+    narrowing: GenericOp | None  # the all-parallel truncf generic after a sum
+    final_truncf: arith.TruncFOp | None  # the elementwise body's narrowing before yield
+    value: SSAValue  # per element, in the compute type, before narrowing or summing
+    compute_ops: tuple[Operation, ...]  # the body ops computing `value` from the loaded operands
+    scale: Level2Scale | None
+
+    @property
+    def name(self) -> str:
+        return self.function.sym_name.data
+
+    @property
+    def loops(self) -> int:
+        return self.main.loops
+
+    @property
+    def reduces(self) -> bool:
+        return self.main.reduces
+
+    @property
+    def result_operand(self) -> Level2Operand | None:
+        """The operand whose shape a summed result takes (spec's `differentiates`)."""
+        names = [o.name for o in self.operands]
+        return (
+            self.operands[names.index(self.op.differentiates)] if self.op.differentiates else None
+        )
+
+    @property
+    def captured(self) -> tuple[SSAValue, ...]:
+        return self.main.captured
+
+
+def analyze_function(function: func.FuncOp) -> Level2Function:
+    """What a lowered signature function computes and how (Level2ContractError if it is not
+    one: see docs/level2.md, "One function per signature")."""
+    where = function.sym_name.data
+    op, attrs = read_identity(function)
+    parameter_names = read_parameters(function)
+    block = function.body.block
+    n_inputs = len(spec.INPUT_NAMES)
+    if len(block.args) != n_inputs + len(parameter_names):
+        raise Level2ContractError(
+            function,
+            f"takes {', '.join(spec.INPUT_NAMES)} and then its parameters "
+            f"{list(parameter_names)}; it has {len(block.args)} arguments",
+            where,
+        )
+    parameters = dict(zip(parameter_names, block.args[n_inputs:], strict=True))
+    for name, arg in parameters.items():
+        if arg.type != parameter_type(name):
+            raise Level2ContractError(
+                function, f"parameter '{name}' must be {parameter_type(name)}", where
+            )
+    generics = [o for o in block.ops if isinstance(o, GenericOp)]
+    if not 1 <= len(generics) <= 2:
+        raise Level2ContractError(
+            function, f"holds one or two linalg.generic, found {len(generics)}", where
+        )
+    main = analyze_generic(generics[0])
+    arguments = list(block.args[:n_inputs])
+    if [i.value for i in main.inputs] != arguments:
+        raise Level2ContractError(generics[0], "reads (grad_output, self, target) in order", where)
+    narrowing = generics[1] if len(generics) == 2 else None
+    returned = _returned(function)
+    last = narrowing if narrowing is not None else main.op
+    if returned != last.results[0]:
+        raise Level2ContractError(function, "returns the result of its last generic", where)
+    if narrowing is not None:
+        _check_narrowing(narrowing, main)
+    operands = tuple(
+        Level2Operand(name, i, arguments[i], main.inputs[i], None)
+        for i, name in enumerate(spec.INPUT_NAMES)
+    )
+    types = {o.name: o.storage for o in operands}
+    compute = spec.compute_type(spec.promote_types(types.values()))
+    operands = tuple(_with_widening(o, compute, main.op) for o in operands)
+    value = main.value
+    final_truncf = None
+    if not main.reduces and isinstance(value.owner, arith.TruncFOp):
+        final_truncf = value.owner
+        value = SSAValue.get(final_truncf.input)
+    if element_float_type(value.type) != compute:
+        raise Level2ContractError(
+            main.op, f"the per-element value must be computed in {compute.mlir}", where
+        )
+    result = _float_element(function, returned)
+    if result != op.result_type(types):
+        raise Level2ContractError(
+            function, f"{op.name} returns {op.result_type(types).mlir}, not {result.mlir}", where
+        )
+    widenings = {o.widening for o in operands if o.widening is not None}
+    compute_ops = tuple(o for o in main.body_ops if o not in widenings and o is not final_truncf)
+    return Level2Function(
+        function=function,
+        op=op,
+        attributes=attrs,
+        parameters=parameters,
+        operands=(operands[0], operands[1], operands[2]),
+        compute=compute,
+        result=result,
+        main=main,
+        narrowing=narrowing,
+        final_truncf=final_truncf,
+        value=value,
+        compute_ops=compute_ops,
+        scale=_scale(function, op, attrs, operands, main, parameters),
+    )
+
+
+def _returned(function: func.FuncOp) -> SSAValue:
+    ret = function.body.block.last_op
+    if not isinstance(ret, func.ReturnOp) or len(ret.operands) != 1:
+        raise Level2ContractError(function, "returns exactly one tensor")
+    return SSAValue.get(ret.operands[0])
+
+
+def _check_narrowing(narrowing: GenericOp, main: Level2Generic) -> None:
+    g = analyze_generic(narrowing)
+    ops = list(g.body_ops)
+    if (
+        [i.value for i in g.inputs] != [main.op.results[0]]
+        or g.reduces
+        or len(ops) != 1
+        or not isinstance(ops[0], arith.TruncFOp)
+        or ops[0].input != g.inputs[0].block_arg
+        or g.value != ops[0].result
+    ):
+        raise Level2ContractError(
+            narrowing, "a second generic only narrows the first one's sum (truncf + yield)"
+        )
+
+
+def _with_widening(operand: Level2Operand, compute: spec.FloatType, op: GenericOp) -> Level2Operand:
+    """The operand with its widening extf, when the body reads it through one."""
+    users = [use.operation for use in operand.generic.block_arg.uses]
+    widening = users[0] if len(users) == 1 else None
+    if isinstance(widening, arith.ExtFOp) and element_float_type(widening.result.type) == compute:
+        return Level2Operand(
+            operand.name, operand.position, operand.argument, operand.generic, widening
+        )
+    if users and operand.storage != compute:
+        raise Level2ContractError(
+            op,
+            f"'{operand.name}' ({operand.storage.mlir}) is read only through one arith.extf "
+            f"to {compute.mlir}",
+        )
+    return operand
+
+
+def _scale(
+    function: func.FuncOp,
+    op: spec.OperatorSpec,
+    attrs: Mapping[str, Any],
+    operands: Sequence[Level2Operand],
+    main: Level2Generic,
+    parameters: Mapping[str, BlockArgument],
+) -> Level2Scale | None:
+    """The scale: `mulf(grad_output, %scale)` with %scale from above the body, when the
+    function's attributes say the reduction scales (docs/level2.md)."""
+    self_rank = operands[1].generic.rank
+    divisor = spec.divisor_rule(attrs["reduction"], self_rank)
+    if divisor is None:
+        return None
+    loaded = operands[0].loaded
+    for use in loaded.uses:
+        user = use.operation
+        if isinstance(user, arith.MulfOp):
+            other = SSAValue.get(user.rhs if user.lhs == loaded else user.lhs)
+            if other in main.captured:
+                n = parameters.get(PARAMETER_N)
+                return Level2Scale(other, divisor, n, tuple(_defining_ops(function, other)))
+    raise Level2ContractError(
+        main.op,
+        f"reduction '{attrs['reduction']}' scales grad_output: the body starts with "
+        "`arith.mulf %grad_output, %scale`",
+    )
+
+
+def _defining_ops(function: func.FuncOp, value: SSAValue) -> list[Operation]:
+    """The function-level ops `value` depends on, in program order."""
+    block = function.body.block
+    needed: set[Operation] = set()
+    stack = [value]
+    while stack:
+        owner = stack.pop().owner
+        if isinstance(owner, Operation) and owner.parent_block() is block and owner not in needed:
+            needed.add(owner)
+            stack.extend(owner.operands)
+    return [o for o in block.ops if o in needed]
+
+
+def signature_functions(module: ModuleOp) -> Iterator[Level2Function]:
+    """analyze_function of every function of a module, in order."""
+    for op in module.ops:
+        if not isinstance(op, func.FuncOp):
+            raise Level2ContractError(op, "a level-2 module holds only func.func")
+        yield analyze_function(op)

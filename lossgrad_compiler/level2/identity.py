@@ -1,0 +1,98 @@
+"""Functions say what they are: the attributes `lower-lossgrad` puts on every function with
+one lossgrad op (the operator, its attributes, its run-time parameters) and how backends
+read them. Builtin attributes only, so that upstream MLIR tools keep them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Attribute
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.level2.contract import Level2ContractError
+
+OP_TYPE_ATTR = "lossgrad.op_type"
+"""Function attribute: the ONNX op_type of the lossgrad op the function was lowered from."""
+ATTRIBUTES_ATTR = "lossgrad.attributes"
+"""Function attribute: the op's attributes, every one, as ONNX spells them."""
+PARAMETERS_ATTR = "lossgrad.parameters"
+"""Function attribute: the names of the trailing arguments that carry run-time parameters."""
+
+PARAMETER_N = "n"
+"""Run-time parameter: the divisor n of the reduction scale 1/n (an `index`)."""
+PARAMETER_TYPES: dict[str, Attribute] = {PARAMETER_N: IndexType()}
+"""The type of every run-time parameter; float attributes travel as f64 (ONNX's float
+widened exactly), named after the attribute."""
+
+
+def identity_attributes(op: spec.OperatorSpec, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
+    """The function attributes that say which operator, with which attributes, a function
+    computes: builtin attributes only, so that upstream MLIR tools read them."""
+    values: dict[str, Attribute] = {}
+    for a in op.attributes:
+        value = attrs[a.name]
+        if a.kind is spec.AttrKind.STRING:
+            values[a.name] = StringAttr(str(value))
+        elif a.kind is spec.AttrKind.INT:
+            values[a.name] = IntegerAttr(int(value), i64)
+        else:
+            values[a.name] = FloatAttr(float(value), f64)
+    return {OP_TYPE_ATTR: StringAttr(op.name), ATTRIBUTES_ATTR: DictionaryAttr(values)}
+
+
+def parameter_type(name: str) -> Attribute:
+    return PARAMETER_TYPES.get(name, Float64Type())
+
+
+def read_identity(function: func.FuncOp) -> tuple[spec.OperatorSpec, dict[str, Any]]:
+    """The operator and checked attributes a function is marked with."""
+    where = function.sym_name.data
+    attributes = function.attributes
+    op_type = attributes.get(OP_TYPE_ATTR)
+    values = attributes.get(ATTRIBUTES_ATTR)
+    if not isinstance(op_type, StringAttr) or not isinstance(values, DictionaryAttr):
+        raise Level2ContractError(
+            function,
+            f"a lowered signature function carries '{OP_TYPE_ATTR}' and '{ATTRIBUTES_ATTR}' "
+            "(lower-lossgrad adds them to every function with one lossgrad op)",
+            where,
+        )
+    try:
+        op = spec.operator(op_type.data)
+        raw = {name: _attribute_value(v) for name, v in values.data.items()}
+        return op, spec.check_attributes(op, raw)
+    except LossGradError as err:
+        raise Level2ContractError(function, f"'{ATTRIBUTES_ATTR}': {err.rule}", where) from None
+
+
+def _attribute_value(attr: Attribute) -> Any:
+    if isinstance(attr, StringAttr):
+        return attr.data
+    if isinstance(attr, IntegerAttr):
+        return int(attr.value.data)
+    if isinstance(attr, FloatAttr):
+        return float(attr.value.data)
+    return attr
+
+
+def read_parameters(function: func.FuncOp) -> tuple[str, ...]:
+    found = function.attributes.get(PARAMETERS_ATTR)
+    if found is None:
+        return ()
+    if not isinstance(found, ArrayAttr) or not all(isinstance(n, StringAttr) for n in found):
+        raise Level2ContractError(function, f"'{PARAMETERS_ATTR}' must be an array of strings")
+    return tuple(n.data for n in found.data)  # type: ignore[union-attr]
