@@ -33,10 +33,9 @@ from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-INDEX = IndexType()
+from lossgrad_compiler.level2 import PREDICATES
 
-CMPF_PREDICATES = {"oeq": 1, "ogt": 2, "oge": 3, "olt": 4, "ole": 5}
-"""The arith.cmpf predicates level-2 bodies use (values from MLIR's CmpFPredicate)."""
+INDEX = IndexType()
 
 
 @cache
@@ -51,7 +50,7 @@ def index_attr(value: int) -> IntegerAttr:
 
 @cache
 def predicate_attr(predicate: str) -> IntegerAttr:
-    return IntegerAttr(CMPF_PREDICATES[predicate], i64)
+    return IntegerAttr(PREDICATES[predicate].code, i64)
 
 
 @cache

@@ -68,7 +68,7 @@ def run_lowered(case: Case, *, dynamic: bool) -> np.ndarray:
     module.verify()
     LowerLossgradPass().apply(make_context(), module)
     module.verify()
-    assert "lossgrad." not in str(module)
+    assert not any(op.name.startswith("lossgrad.") for op in module.walk())  # no op left
     (result,) = run_function(module, "f", *(case.inputs[n] for n in spec.INPUT_NAMES))
     return result
 
