@@ -21,8 +21,7 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.backends.onnx.functions import apply_functions
 from lossgrad_compiler.backends.onnx.inline import apply_inline
 from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
-from lossgrad_compiler.context import make_context
-from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lossgrad_module
+from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lower_signatures
 
 TARGETS = ("onnx", "ort")
 MODES = ("functions", "inline")
@@ -164,15 +163,6 @@ def compile_signatures(
                 function, spec.INPUT_NAMES, [signature.op.output]
             )
     return {s.id: _COMPILED[s.id] for s in signatures}, [s.id for s in missing], cached
-
-
-def lower_signatures(signatures: Iterable[Signature]) -> ModuleOp:
-    """Level-2 IR: one function per signature, named by its id (the input of every backend)."""
-    from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
-
-    module = lossgrad_module(signatures)
-    LowerLossgradPass().apply(make_context(), module)
-    return module
 
 
 def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:

@@ -4,6 +4,7 @@ becomes one small level-1 function."""
 
 from lossgrad_compiler.frontend.importer import ImportedModel, Site, check_node, import_model
 from lossgrad_compiler.frontend.ir import lossgrad_module, signature_function
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import Signature, signature_of
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "check_node",
     "import_model",
     "lossgrad_module",
+    "lower_signatures",
     "signature_function",
     "signature_of",
 ]

@@ -19,8 +19,8 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc import emit_project
 from lossgrad_compiler.backends.ascendc.build import EMULATOR_DIR, compiler
 from lossgrad_compiler.backends.ascendc.signature_info import msopgen_snake, signature_info
-from lossgrad_compiler.driver import lower_signatures
 from lossgrad_compiler.errors import InvalidArgumentError
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.opt import main as opt_main
 

@@ -75,7 +75,7 @@ _RUNNERS: dict[tuple[str, ...], tuple[Path, dict[str, int]]] = {}
 
 def signature_project(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> Project:
     """The printed project of a validated call's signature (once per process)."""
-    from lossgrad_compiler.driver import lower_signatures
+    from lossgrad_compiler.frontend.lowering import lower_signatures
     from lossgrad_compiler.frontend.signature import signature_of
 
     refuse_float64(checked)

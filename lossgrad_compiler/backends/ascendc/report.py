@@ -102,7 +102,7 @@ def _widest_bytes(op: asc.VectorOp) -> int:
 def kernel_report(
     op_type: str, attrs: dict[str, Any], dtype: str, scalar_g: bool, soc: str = DEFAULT_SOC
 ) -> KernelReport:
-    from lossgrad_compiler.driver import lower_signatures
+    from lossgrad_compiler.frontend.lowering import lower_signatures
     from lossgrad_compiler.frontend.signature import signature_of
 
     t = DTYPES[dtype]
