@@ -4,7 +4,13 @@
     lossgrad-compile IN.onnx -o DIR --target ascendc [--soc ascend910b]
 
 Errors are one line on stderr ("lossgrad-compile: error: ...", naming the node, the rule and
-the aclnn code) with exit status 1; usage errors exit with 2. The input file is only read."""
+the aclnn code) with exit status 1; usage errors (an option the target does not use) exit
+with 2. The input file and its external data are only read.
+
+`-o` (see output_files.py): a regular file is replaced atomically; a symbolic link is
+followed; an existing directory or a path ending in '/' receives DIR/<input file name>, as
+with `cp`; a FIFO or character device receives the model's bytes (--target onnx only); a
+model with external data gets it beside the output as <output name>.data (model_files.py)."""
 
 from __future__ import annotations
 
@@ -74,6 +80,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments; options that do not apply to the target are usage errors (exit 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not args.output:
+        parser.error("-o needs a path")
     if args.target == "ascendc" and args.mode is not None:
         parser.error("--mode applies to --target onnx and ort, not to ascendc")
     if args.target == "ort" and args.mode == "inline":

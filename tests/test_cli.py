@@ -484,6 +484,7 @@ def test_a_directory_output_must_not_be_the_inputs_folder(tmp_path: Path, capsys
         (["--target", "ascendc", "--mode", "functions"], "--mode applies to --target onnx"),
         (["--target", "ort", "--mode", "inline"], "drop --mode inline"),
         (["--soc", "ascend950"], "--soc applies to --target ascendc only"),
+        (["-o", ""], "-o needs a path"),
     ],
 )
 def test_options_the_target_does_not_use_are_usage_errors(arguments, words, capsys):
