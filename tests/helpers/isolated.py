@@ -15,10 +15,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_python(
-    code: str, cache: Path | str, *args: str, prefix: tuple[str, ...] = (), timeout: int = 1200
+    code: str,
+    cache: Path | str | None,
+    *args: str,
+    prefix: tuple[str, ...] = (),
+    timeout: int = 1200,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `code` (sys.argv[1:] = args) from the repository root with LOSSGRAD_CACHE_DIR."""
-    env = {**os.environ, "LOSSGRAD_CACHE_DIR": str(cache), "PYTHONWARNINGS": "default"}
+    """Run `code` (sys.argv[1:] = args) from the repository root with LOSSGRAD_CACHE_DIR set
+    to `cache` (None: the test process's own cache)."""
+    env = {**os.environ, "PYTHONWARNINGS": "default"}
+    if cache is not None:
+        env["LOSSGRAD_CACHE_DIR"] = str(cache)
     return subprocess.run(
         [*prefix, sys.executable, "-c", code, *args],
         cwd=ROOT,
