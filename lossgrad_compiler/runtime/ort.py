@@ -29,6 +29,11 @@ from lossgrad_compiler.backends.ort.build import (
     build_shared_library,
 )
 from lossgrad_compiler.backends.ort.library import library_source
+from lossgrad_compiler.runtime.external_data import (
+    FOLDER_OPTION,
+    check_external_data,
+    model_folder,
+)
 
 LIBRARY_NAME = "liblossgrad_ort"
 ANNOUNCEMENT = Announcement(
@@ -92,12 +97,18 @@ def session(
     model: ModelProto | bytes | str | Path, native: bool = True, **options: Any
 ) -> ort.InferenceSession:
     """An InferenceSession of `model` (prepared by prepare_model) on the CPU provider, with
-    the native kernels registered (unless `native` is False) and `options` applied."""
+    the native kernels registered (unless `native` is False) and `options` applied.
+
+    External data is read from the folder of a model given as a path, and only from inside
+    it; a model given in memory must carry its data (ExternalDataError otherwise)."""
     prepared = prepare_model(model)
+    folder = model_folder(model)
+    check_external_data(prepared, folder)
+    so = session_options(native, **options)
+    if folder is not None:
+        so.add_session_config_entry(FOLDER_OPTION, str(folder))
     return ort.InferenceSession(
-        prepared.SerializeToString(),
-        session_options(native, **options),
-        providers=["CPUExecutionProvider"],
+        prepared.SerializeToString(), so, providers=["CPUExecutionProvider"]
     )
 
 
