@@ -46,9 +46,10 @@ SYSTEM_INCLUDE = Path("/usr/include/onnxruntime")
 HEADER = "onnxruntime_c_api.h"
 
 ENV_MARCH = "LOSSGRAD_ORT_MARCH"
-# -fno-trapping-math lets g++ keep division and selects branch-free (reference/onnx-ort.md
-# §4.3); -fno-math-errno only drops errno writes; -ffp-contract=off keeps a*b+c two roundings,
-# as the level-2 IR and reference.py compute. None changes a result; no -ffast-math.
+# -fno-trapping-math lets g++ keep division and selects branch-free (with trapping math it
+# may not speculate a division that could raise a flag); -fno-math-errno only drops errno
+# writes; -ffp-contract=off keeps a*b+c two roundings, as the level-2 IR and reference.py
+# compute. None changes a result; no -ffast-math.
 OPTIMIZE_FLAGS: tuple[str, ...] = (
     "-O3",
     "-fno-trapping-math",
