@@ -197,10 +197,13 @@ def test_missing_manifest_means_rebuild(tmp_path: Path) -> None:
     assert ctypes.CDLL(str(again)).answer() == 44
 
 
+# `lossgrad-compile --target ort` (which copies the library beside the model), then
+# run_native() and session(), each checked against the reference.
 SESSION_SCRIPT = textwrap.dedent(
     """
-    import numpy as np
-    from lossgrad_compiler import reference
+    import pathlib, sys
+    import onnx, onnxruntime as ort
+    from lossgrad_compiler import cli, reference
     from lossgrad_compiler.runtime import ort as native
     from tests.helpers.cases import make_case
     from tests.helpers.tolerances import assert_close
@@ -209,9 +212,18 @@ SESSION_SCRIPT = textwrap.dedent(
     case = make_case("SmoothL1LossBackward", {"reduction": "none", "beta": 0.5}, (3, 4), (4,), ())
     want = reference.evaluate(case.op_type, case.inputs, case.attrs)
     feeds = feeds_of(case.inputs)
+    work = pathlib.Path(sys.argv[1])
+    onnx.save(case_model(case), work / "in.onnx")
+    out = work / "deploy" / "m.onnx"
+    assert cli.main([str(work / "in.onnx"), "-o", str(out), "--target", "ort", "-q"]) == 0
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(out.parent / pathlib.Path(native.library_path()).name))
+    (copied,) = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
     (ran,) = native.run_native(case_model(case), feeds)
     (sess,) = native.session(case_model(case)).run(None, feeds)
-    for got in (ran, sess):
+    for got in (copied, ran, sess):
         assert_close(got, want, compute=case.compute_dtype, tight=True)
     print("ok", native.library_path())
     """
@@ -219,8 +231,9 @@ SESSION_SCRIPT = textwrap.dedent(
 
 
 def test_session_and_run_native_rebuild_a_truncated_kernel_library(tmp_path: Path) -> None:
-    """The real library, truncated in a private cache: the session rebuilds it (saying so
-    once on stderr) and computes the right results; the next process loads it silently."""
+    """The real library, truncated in a private cache: `--target ort`, run_native() and
+    session() rebuild it (saying so once on stderr), copy a whole library and compute the
+    right results; the next process loads it silently."""
     built = Path(native_library())
     cache = tmp_path / "cache"
     (cache / "ort").mkdir(parents=True)
@@ -230,7 +243,7 @@ def test_session_and_run_native_rebuild_a_truncated_kernel_library(tmp_path: Pat
     if manifest.exists():
         shutil.copyfile(manifest, copy.with_suffix(".manifest.json"))
     _damage(copy, "truncated")
-    done = isolated.run_python(SESSION_SCRIPT, cache)
+    done = isolated.run_python(SESSION_SCRIPT, cache, str(tmp_path))
     assert done.returncode == 0, isolated.outcome(done)
     assert done.stdout.split() == ["ok", str(copy)]
     notices = [line for line in done.stderr.splitlines() if line.startswith("lossgrad: build")]
@@ -238,7 +251,8 @@ def test_session_and_run_native_rebuild_a_truncated_kernel_library(tmp_path: Pat
     assert "the native ONNX Runtime kernel library" in notices[0]
     assert "cannot be used" in notices[0] and "about a minute" in notices[0]
     assert copy.stat().st_size == built.stat().st_size
-    again = isolated.run_python(SESSION_SCRIPT, cache)
+    assert (tmp_path / "deploy" / built.name).read_bytes() == copy.read_bytes()
+    again = isolated.run_python(SESSION_SCRIPT, cache, str(tmp_path))
     assert again.returncode == 0, isolated.outcome(again)
     assert "lossgrad: build" not in again.stderr
 
