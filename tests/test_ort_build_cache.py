@@ -185,13 +185,17 @@ def test_damaged_cached_library_is_rebuilt_not_loaded(tmp_path: Path, how: str) 
     assert manifest_problem(library.with_suffix(".manifest.json")) is None
 
 
-def test_missing_manifest_means_rebuild(tmp_path: Path) -> None:
+@pytest.mark.parametrize("manifest", [None, "{not json", '{"format": 0, "files": {}}', "[]"])
+def test_library_without_a_valid_manifest_is_rebuilt(tmp_path: Path, manifest: str | None) -> None:
     """A library without its manifest (an older version's cache, or a build interrupted
-    between the two renames) is not trusted."""
+    between the two renames) or with an unreadable one is not trusted."""
     tools = _tools()
     library = build_shared_library(SOURCE % 44, "probe", directory=tmp_path, tools=tools)
     inode = library.stat().st_ino
-    library.with_suffix(".manifest.json").unlink()
+    if manifest is None:
+        library.with_suffix(".manifest.json").unlink()
+    else:
+        library.with_suffix(".manifest.json").write_text(manifest)
     again = build_shared_library(SOURCE % 44, "probe", directory=tmp_path, tools=tools)
     assert again == library and library.stat().st_ino != inode
     assert ctypes.CDLL(str(again)).answer() == 44

@@ -89,7 +89,7 @@ def manifest_problem(manifest: Path) -> str | None:
     try:
         recorded = json.loads(manifest.read_text(encoding="utf-8"))
         files = recorded["files"]
-        if recorded.get("format") != MANIFEST_FORMAT or not files:
+        if recorded.get("format") != MANIFEST_FORMAT or not isinstance(files, dict) or not files:
             return f"{manifest.name} has an unknown format"
     except FileNotFoundError:
         return f"it has no manifest {manifest.name} (an interrupted build, or an older version)"

@@ -275,7 +275,7 @@ def build_executable(
         cxx, _ = compiler()
         target.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=target, prefix=".build-"))
-        duration = f"{len(units)} translation units, about 5 s"
+        duration = f"{len(units)} translation unit{'s' if len(units) > 1 else ''}, about 5 s"
         try:
             with build_notice(what, _why(target, problem, "runner"), duration):
                 for relative, text in sources.items():
