@@ -204,7 +204,7 @@ def test_ort_target_writes_the_functions_model_and_copies_the_library(
 ):
     library = write(tmp_path / "liblossgrad_ort.so", b"not really a library")
     fake = types.ModuleType("lossgrad_compiler.runtime.ort")
-    fake.library_path = lambda: library  # type: ignore[attr-defined]
+    fake.library_path = lambda: str(library)  # type: ignore[attr-defined]
     fake.prepare_model = lambda model: model  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "lossgrad_compiler.runtime.ort", fake)
     source = write(tmp_path / "in.onnx", good_model().SerializeToString())
