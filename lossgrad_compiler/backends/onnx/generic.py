@@ -7,7 +7,11 @@ dimensions, so operands enter the body unchanged. The body's scalar ops then run
 tensors. Each value records the iteration axes along which it has the full extent; an
 `Expand` is added only where the result must have an extent that no operand of its
 computation had (a reduction over an axis the summand does not vary along, or an output
-axis the body never reads)."""
+axis the body never reads).
+
+All of this relies on level 2's rule that the dynamic sizes on one loop are equal at run
+time, so the sizes the loops equate are checked first (size_check.py): a call that breaks
+the rule fails in ONNX Runtime instead of returning numbers for other shapes."""
 
 from __future__ import annotations
 
