@@ -492,3 +492,20 @@ def test_an_error_upstream_of_an_untyped_input_is_reported_first():
     model = model_of(nodes, inputs, [vi("y", F32, None)], functions=[function])
     with pytest.raises(AttributeValueError, match=r"node 'local\.F/bad': attribute 'reduction'"):
         import_model(model)
+
+
+def test_errors_inside_function_bodies_name_the_path_in_both_checkers():
+    """onnx's full checker types the body per call and reports the node by name alone."""
+    from lossgrad_compiler.driver import compile_model
+
+    body = [lo.make_node(KL, ["a", "b", "c"], "o", name="kl")]
+    imports = [helper.make_opsetid("", 21), helper.make_opsetid(spec.DOMAIN, 1)]
+    function = helper.make_function("local", "F", ["a", "b", "c"], ["o"], body, imports)
+    call = helper.make_node("F", ["go", "x", "t"], ["y"], domain="local", name="call")
+    inputs = [vi("go", F32, []), vi("x", F32, [2, 4]), vi("t", F32, [3, 4])]
+    model = model_of([call], inputs, [vi("y", F32, [2, 4])], functions=[function])
+    where = r"KlDivBackward node 'local\.F/kl': self and target: .* do not broadcast"
+    with pytest.raises(BroadcastError, match=where):
+        compile_model(model)
+    with pytest.raises(BroadcastError, match=where):
+        lo.check_model(model)

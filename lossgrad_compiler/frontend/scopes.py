@@ -26,6 +26,7 @@ from onnx import (
 )
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.onnx.graphs import deep_nodes
 from lossgrad_compiler.onnx.inference import types_only
 
 Types = dict[str, TypeProto]
@@ -70,12 +71,12 @@ def main_graph_types(model: ModelProto, domain: str = spec.DOMAIN) -> Types:
     the main graph (an outer-scope value, or a call's input), so then everything is inferred."""
     declared = graph_types(model.graph, {})
     nested = any(
-        node.domain == domain for function in model.functions for node in _deep(function.node)
+        node.domain == domain for function in model.functions for node in deep_nodes(function.node)
     ) or any(
         inner.domain == domain
         for node in model.graph.node
         for _, sub in subgraphs(node)
-        for inner in _deep(sub.node)
+        for inner in deep_nodes(sub.node)
     )
     if not nested and all(
         _ranked(declared.get(name))
@@ -88,14 +89,6 @@ def main_graph_types(model: ModelProto, domain: str = spec.DOMAIN) -> Types:
     with types_only():  # the importer validates each node, naming its path
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     return graph_types(inferred.graph, {})
-
-
-def _deep(nodes: Iterable[NodeProto]) -> Iterator[NodeProto]:
-    """The nodes and, recursively, the nodes of their subgraphs."""
-    for node in nodes:
-        yield node
-        for _, sub in subgraphs(node):
-            yield from _deep(sub.node)
 
 
 def _ranked(type_proto: TypeProto | None) -> bool:

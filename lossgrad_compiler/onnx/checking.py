@@ -9,7 +9,7 @@ onnx's checker (their attributes may refer to the caller's)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, TypeProto, helper
@@ -17,7 +17,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TypeProto, helper
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attribute_values
-from lossgrad_compiler.onnx.graphs import attribute_graphs, deep_nodes
+from lossgrad_compiler.onnx.graphs import attribute_graphs
 from lossgrad_compiler.onnx.inference import types_only
 from lossgrad_compiler.onnx.node_errors import located
 from lossgrad_compiler.onnx.opsets import check_opset_imports
@@ -100,15 +100,24 @@ def _with_path(err: LossGradError, model: ModelProto) -> LossGradError:
     """`err`, raised by onnx for a node it names, located by the node's path when exactly
     one ai.lossgrad node of the model has that name (in a subgraph or a function body)."""
     name = getattr(err, "node", "")
-    found = [loc for node, _, loc in _located_nodes(model.graph, {}, "") if node.name == name]
+    found = [loc for node, loc in _paths(model.graph.node, "") if node.name == name]
     for function in model.functions:
-        prefix = f"{function.domain}.{function.name}/"
-        for node in deep_nodes(function.node):
-            if node.domain == spec.DOMAIN and node.name == name:
-                found.append(prefix + name)  # (nested subgraphs keep the function's prefix)
+        where = f"{function.domain}.{function.name}/"
+        found += [loc for node, loc in _paths(function.node, where) if node.name == name]
     if not name or len(found) != 1 or found[0] == name:
         return err
     return located(err, found[0])
+
+
+def _paths(nodes: Sequence[NodeProto], path: str) -> Iterator[tuple[NodeProto, str]]:
+    """The ai.lossgrad nodes among `nodes` and their subgraphs, with their paths."""
+    for index, node in enumerate(nodes):
+        location = f"{path}{node.name or f'#{index}'}"
+        if node.domain == spec.DOMAIN:
+            yield node, location
+        for attr in node.attribute:
+            for sub in attribute_graphs(attr):
+                yield from _paths(sub.node, f"{location}/{attr.name}/")
 
 
 def _value_types(graph: GraphProto, outer: Mapping[str, TypeProto]) -> dict[str, TypeProto]:

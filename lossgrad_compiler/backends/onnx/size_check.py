@@ -11,9 +11,10 @@ The translation therefore checks the assumption, as MLIR's run-time verification
 ops does: the dynamic sizes the IR equates are compared at run time, and a `Gather` indexed by
 their total difference fails in ONNX Runtime (and in onnx's ReferenceEvaluator) when they
 differ. The node's name says what was checked; ONNX Runtime puts it in its error message.
-The check works on 1-D shape tensors only. Its zero result gates one operand of the body
-through a `Reshape`, which ONNX Runtime runs in place, so no optimizer can prune the check and
-it runs before the body."""
+The check works on 1-D shape tensors only. Its zero result gates the checked operands the
+body reads (each through a `Reshape` to itself, which ONNX Runtime runs in place), so no
+optimizer can prune the check, and it fails before a body node that mixes mismatched operands
+could fail with ONNX Runtime's own broadcasting message."""
 
 from __future__ import annotations
 
