@@ -23,6 +23,7 @@ from lossgrad_compiler.backends.onnx.inline import apply_inline
 from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lossgrad_module
+from lossgrad_compiler.onnx.structure import structural_problem
 
 TARGETS = ("onnx", "ort")
 MODES = ("functions", "inline")
@@ -92,6 +93,14 @@ def load_model(source: ModelProto | bytes | str | Path) -> ModelProto:
     return model
 
 
+def check_structure(model: ModelProto) -> None:
+    """Raise CompileError if the model is not structurally valid ONNX (a cycle, a name
+    produced twice, an undefined input, ...): the frontend and backends assume it is."""
+    problem = structural_problem(model)
+    if problem is not None:
+        raise CompileError(f"the model is not valid ONNX: {problem}")
+
+
 def compile_model(
     model: ModelProto | bytes | str | Path,
     target: str = "onnx",
@@ -103,7 +112,8 @@ def compile_model(
     `target` "onnx" (or "ort", whose model is the same `functions` model that the native
     kernel library accelerates); `mode` "functions" keeps the nodes and adds one model-local
     function per signature, "inline" replaces each node by its standard nodes. Invalid nodes
-    raise LossGradError naming the node; a file that is not ONNX raises CompileError."""
+    and an ai.lossgrad opset import of another version than 1 raise LossGradError (naming
+    the node); a file that is not ONNX, or not valid ONNX, raises CompileError."""
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (compile_model knows {', '.join(TARGETS)})")
     if mode not in MODES:
@@ -112,6 +122,7 @@ def compile_model(
         raise CompileError("target 'ort' needs mode 'functions' (the kernels replace the nodes)")
     start = time.perf_counter()
     working = load_model(model)
+    check_structure(working)
     imported = _import(working, progress)
     bodies, compiled, cached = compile_signatures(imported.signatures.values())
     if mode == "functions":
@@ -177,7 +188,9 @@ def lower_signatures(signatures: Iterable[Signature]) -> ModuleOp:
 
 def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
     """The frontend and lower-lossgrad only: the ascendc target starts from here."""
-    imported = import_model(load_model(model))
+    working = load_model(model)
+    check_structure(working)
+    imported = import_model(working)
     return imported, lower_signatures(imported.signatures.values())
 
 
