@@ -26,12 +26,8 @@ from typing import TextIO
 
 import onnx
 
-from lossgrad_compiler.model_files import (
-    data_destination,
-    external_files,
-    external_tensors,
-    write_model,
-)
+from lossgrad_compiler.model_files import data_destination, external_files, write_model
+from lossgrad_compiler.onnx.tensors import external_tensors
 from lossgrad_compiler.output_files import OutputError, OutputFile, destination, file_kind
 
 PROG = "lossgrad-compile"
@@ -122,7 +118,7 @@ def run(args: argparse.Namespace) -> list[str]:
         streamable=args.target == "onnx",
         refusal="--target ort also writes the kernel library beside the model; give a file path",
     )
-    source = load_model(args.input)
+    source = load_model(args.input, external_data=False)  # written beside the output
     protected = {args.input, *external_files(source, args.input.parent)}
     _refuse_overwriting(where.path, protected)
     if not where.stream and external_tensors(source):

@@ -14,6 +14,8 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto
+from onnx.checker import ValidationError
+from onnx.external_data_helper import load_external_data_for_tensor
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
@@ -24,6 +26,7 @@ from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, trans
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lossgrad_module
 from lossgrad_compiler.onnx.structure import structural_problem
+from lossgrad_compiler.onnx.tensors import external_tensors
 
 TARGETS = ("onnx", "ort")
 MODES = ("functions", "inline")
@@ -69,12 +72,20 @@ class CompileResult:
     report: CompileReport
 
 
-def load_model(source: ModelProto | bytes | str | Path) -> ModelProto:
-    """A private copy of a model given as a ModelProto, serialized bytes or a file path."""
+def load_model(
+    source: ModelProto | bytes | str | Path, *, external_data: bool = True
+) -> ModelProto:
+    """A private copy of a model given as a ModelProto, serialized bytes or a file path.
+
+    A model read from a path gets its external data loaded from the model's folder, as
+    `onnx.load` does, so the compiled model can be saved anywhere; onnx's reader refuses a
+    location outside that folder. `external_data=False` keeps the references (the CLI
+    writes the data beside its output itself)."""
     if isinstance(source, ModelProto):
         model = ModelProto()
         model.CopyFrom(source)
         return model
+    path = None
     if isinstance(source, (str, Path)):
         path = Path(source)
         try:
@@ -90,7 +101,20 @@ def load_model(source: ModelProto | bytes | str | Path) -> ModelProto:
         raise CompileError(f"{where} is not an ONNX model ({type(err).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise CompileError(f"{where} is not an ONNX model (no IR version or no graph)")
+    if path is not None and external_data:
+        _load_external_data(model, path)
     return model
+
+
+def _load_external_data(model: ModelProto, path: Path) -> None:
+    for tensor in external_tensors(model):
+        try:
+            load_external_data_for_tensor(tensor, str(path.parent))
+        except (ValidationError, ValueError, OSError) as err:
+            text = " ".join(str(err).split())
+            raise CompileError(
+                f"'{path}': external data of tensor '{tensor.name}': {text}"
+            ) from None
 
 
 def check_structure(model: ModelProto) -> None:

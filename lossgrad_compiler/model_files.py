@@ -11,28 +11,22 @@ stream (a pipe, /dev/null) carries its data inline instead."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-from onnx import AttributeProto, GraphProto, ModelProto, SparseTensorProto, TensorProto
+from onnx import ModelProto, TensorProto
 from onnx.checker import ValidationError
 from onnx.external_data_helper import (
     ExternalDataInfo,
     load_external_data_for_tensor,
     set_external_data,
-    uses_external_data,
 )
 
+from lossgrad_compiler.onnx.tensors import external_tensors
 from lossgrad_compiler.output_files import Destination, OutputFile, destination
 
 
 class ExternalDataError(ValueError):
     """External data the compiler cannot (or must not) read."""
-
-
-def external_tensors(model: ModelProto) -> list[TensorProto]:
-    """Every tensor of the model whose data lives in an external file."""
-    return [t for t in _all_tensors(model) if uses_external_data(t)]
 
 
 def external_files(model: ModelProto, folder: Path) -> set[Path]:
@@ -104,39 +98,3 @@ def _load(tensor: TensorProto, folder: Path) -> None:
     except (ValidationError, ValueError, OSError) as err:
         text = " ".join(str(err).split())
         raise ExternalDataError(f"external data of tensor '{tensor.name}': {text}") from None
-
-
-def _all_tensors(model: ModelProto) -> Iterator[TensorProto]:
-    yield from _graph_tensors(model.graph)
-    for function in model.functions:
-        for node in function.node:
-            for attribute in node.attribute:
-                yield from _attribute_tensors(attribute)
-
-
-def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from _sparse_tensors(sparse)
-    for node in graph.node:
-        for attribute in node.attribute:
-            yield from _attribute_tensors(attribute)
-
-
-def _attribute_tensors(attribute: AttributeProto) -> Iterator[TensorProto]:
-    if attribute.HasField("t"):
-        yield attribute.t
-    yield from attribute.tensors
-    if attribute.HasField("sparse_tensor"):
-        yield from _sparse_tensors(attribute.sparse_tensor)
-    for sparse in attribute.sparse_tensors:
-        yield from _sparse_tensors(sparse)
-    if attribute.HasField("g"):
-        yield from _graph_tensors(attribute.g)
-    for graph in attribute.graphs:
-        yield from _graph_tensors(graph)
-
-
-def _sparse_tensors(sparse: SparseTensorProto) -> Iterator[TensorProto]:
-    yield sparse.values
-    yield sparse.indices

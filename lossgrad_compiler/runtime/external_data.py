@@ -10,10 +10,11 @@ gives one line naming the tensor."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
+from onnx import ModelProto
+
+from lossgrad_compiler.onnx.tensors import external_tensors
 
 # kOrtSessionOptionsModelExternalInitializersFileFolderPath (session options config keys)
 FOLDER_OPTION = "session.model_external_initializers_file_folder_path"
@@ -50,46 +51,3 @@ def check_external_data(model: ModelProto, folder: Path | None) -> None:
             raise ExternalDataError(f"{where} is outside the model's folder {base}")
         if not path.is_file():
             raise ExternalDataError(f"{where}: no such file in {base}")
-
-
-def external_tensors(model: ModelProto) -> Iterator[TensorProto]:
-    """Every tensor of the model stored as external data: initializers (sparse ones too)
-    and attribute tensors, in the main graph, its subgraphs and the model-local functions."""
-    yield from _graph_tensors(model.graph)
-    for function in model.functions:
-        for node in function.node:
-            yield from _node_tensors(node)
-
-
-def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    for tensor in graph.initializer:
-        yield from _external(tensor)
-    for sparse in graph.sparse_initializer:
-        yield from _external(sparse.values)
-        yield from _external(sparse.indices)
-    for node in graph.node:
-        yield from _node_tensors(node)
-
-
-def _node_tensors(node: NodeProto) -> Iterator[TensorProto]:
-    for attribute in node.attribute:
-        yield from _attribute_tensors(attribute)
-
-
-def _attribute_tensors(attribute: AttributeProto) -> Iterator[TensorProto]:
-    if attribute.HasField("t"):
-        yield from _external(attribute.t)
-    for tensor in attribute.tensors:
-        yield from _external(tensor)
-    for sparse in [attribute.sparse_tensor, *attribute.sparse_tensors]:
-        yield from _external(sparse.values)
-        yield from _external(sparse.indices)
-    if attribute.HasField("g"):
-        yield from _graph_tensors(attribute.g)
-    for graph in attribute.graphs:
-        yield from _graph_tensors(graph)
-
-
-def _external(tensor: TensorProto) -> Iterator[TensorProto]:
-    if tensor.data_location == TensorProto.EXTERNAL:
-        yield tensor

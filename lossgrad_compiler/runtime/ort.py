@@ -70,7 +70,7 @@ def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
     from lossgrad_compiler.driver import compile_model, load_model
     from lossgrad_compiler.onnx.attributes import attributes_from_node
 
-    loaded = load_model(model)
+    loaded = load_model(model, external_data=False)  # ORT reads it from the folder
     for node in loaded.graph.node:
         if node.domain == spec.DOMAIN:
             attributes_from_node(node)
