@@ -21,6 +21,7 @@ from onnx import ModelProto, NodeProto, helper
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.onnx.graphs import attribute_graphs, deep_nodes
+from lossgrad_compiler.onnx.tensors import external_tensors
 
 _OPAQUE = f"{spec.DOMAIN}.unchecked"
 
@@ -106,6 +107,8 @@ def _opaque_copy(model: ModelProto) -> ModelProto:
     copy.CopyFrom(model)
     for value in (*copy.graph.input, *copy.graph.output):
         _declare_type(value)
+    for tensor in external_tensors(copy):
+        _detach(tensor)
     _rename_imports(copy.opset_import, needed=True)
     for node in deep_nodes(copy.graph.node):
         if node.domain == spec.DOMAIN:
@@ -118,6 +121,17 @@ def _opaque_copy(model: ModelProto) -> ModelProto:
         for node in uses:
             node.domain = _OPAQUE
     return copy
+
+
+def _detach(tensor: onnx.TensorProto) -> None:
+    """An empty stand-in for a tensor stored as external data: where its data lives is not
+    structure (the checker would look for the file relative to the working directory), and
+    reading it is the loader's job, which keeps it inside the model's folder."""
+    tensor.ClearField("external_data")
+    tensor.data_location = onnx.TensorProto.DEFAULT
+    del tensor.dims[:]
+    tensor.dims.append(0)
+    tensor.raw_data = b""
 
 
 def _declare_type(value: onnx.ValueInfoProto) -> None:
