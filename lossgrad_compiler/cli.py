@@ -4,13 +4,20 @@
     lossgrad-compile IN.onnx -o DIR --target ascendc [--soc ascend910b]
 
 Errors are one line on stderr ("lossgrad-compile: error: ...", naming the node, the rule and
-the aclnn code) with exit status 1; usage errors exit with 2. The input file is only read."""
+the aclnn code) with exit status 1; usage errors (an option the target does not use) exit
+with 2. The input file and its external data are only read.
+
+`-o` (see output_files.py): a regular file is replaced atomically; a symbolic link is
+followed; an existing directory or a path ending in '/' receives DIR/<input file name>, as
+with `cp`; a FIFO or character device receives the model's bytes (--target onnx only); a
+model with external data gets it beside the output as <output name>.data (model_files.py)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +26,12 @@ from typing import TextIO
 
 import onnx
 
+from lossgrad_compiler.model_files import data_destination, external_files, write_model
+from lossgrad_compiler.onnx.tensors import external_tensors
+from lossgrad_compiler.output_files import OutputError, OutputFile, destination, file_kind
+
 PROG = "lossgrad-compile"
+DEFAULT_SOC = "ascend910b"
 PROGRESS_MIN_NODES = 1000  # below this a compile takes well under a second: no bar
 
 
@@ -35,7 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("input", type=Path, help="the ONNX model to compile (only read)")
     parser.add_argument(
-        "-o", "--output", type=Path, required=True, help="output model (a directory for ascendc)"
+        "-o",
+        "--output",
+        required=True,
+        help="output model; an existing directory or a path ending in '/' receives "
+        "DIR/<input file name>; a FIFO or device receives the model's bytes (--target onnx); "
+        "a project directory for --target ascendc",
     )
     parser.add_argument(
         "--target",
@@ -47,17 +64,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mode",
         choices=("functions", "inline"),
-        default="functions",
         help="functions: keep the nodes, add one model-local function per signature; "
-        "inline: replace each node by standard nodes (default: functions)",
+        "inline: replace each node by standard nodes (default: functions; onnx and ort only)",
     )
-    parser.add_argument("--soc", default="ascend910b", help="Ascend SoC for --target ascendc")
+    parser.add_argument("--soc", help=f"Ascend SoC for --target ascendc (default: {DEFAULT_SOC})")
     parser.add_argument("-q", "--quiet", action="store_true", help="print no report")
     return parser
 
 
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; options that do not apply to the target are usage errors (exit 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.output:
+        parser.error("-o needs a path")
+    if args.target == "ascendc" and args.mode is not None:
+        parser.error("--mode applies to --target onnx and ort, not to ascendc")
+    if args.target == "ort" and args.mode == "inline":
+        parser.error("--target ort writes the functions model; drop --mode inline")
+    if args.target != "ascendc" and args.soc is not None:
+        parser.error(f"--soc applies to --target ascendc only, not to {args.target}")
+    args.mode = args.mode or "functions"
+    args.soc = args.soc or DEFAULT_SOC
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     try:
         lines = run(args)
     except Exception as err:  # every failure is one line for the user, never a traceback
@@ -75,34 +108,84 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
     if args.target == "ascendc":
-        return _compile_ascendc(args.input, args.output, args.soc)
-    if _same_file(args.input, args.output):
-        raise ValueError(f"the output '{args.output}' would overwrite the input")
-    from lossgrad_compiler.driver import compile_model
+        return _compile_ascendc(args.input, project_directory(args.output), args.soc)
+    from lossgrad_compiler.driver import compile_model, load_model
 
     if args.target == "ort":
-        if args.mode != "functions":
-            raise ValueError("--target ort writes the functions model; drop --mode inline")
         library, prepare = _ort_runtime()
+    where = destination(
+        model_output_path(args.output, args.input),
+        streamable=args.target == "onnx",
+        refusal="--target ort also writes the kernel library beside the model; give a file path",
+    )
+    source = load_model(args.input, external_data=False)  # written beside the output
+    protected = {args.input, *external_files(source, args.input.parent)}
+    _refuse_overwriting(where.path, protected)
+    if not where.stream and external_tensors(source):
+        _refuse_overwriting(data_destination(where).path, protected)
+    if args.target == "ort":
+        copied = where.path.parent / library.name
+        if where.path.name == library.name or _same_file(where.path, library):
+            raise ValueError(
+                f"the output '{where.path}' is the kernel library's own file name "
+                "(it is copied beside the model); choose another name for the model"
+            )
+        _refuse_overwriting(copied, protected)
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
     try:
-        result = compile_model(args.input, target=args.target, mode=args.mode, progress=bar)
+        result = compile_model(source, target=args.target, mode=args.mode, progress=bar)
     finally:
         if bar is not None:
             bar.close()
     model = prepare(result.model) if args.target == "ort" else result.model
-    save_model(model, args.output)
-    lines = [result.report.summary(), f"wrote {args.output}"]
+    data = write_model(model, where, args.input.parent, make_parents=True)
+    lines = [result.report.summary(), f"wrote {where.path}"]
+    if data is not None:
+        lines.append(f"wrote its external data to {data.path}")
     if args.target == "ort":
-        copied = args.output.parent / library.name
         if not _same_file(library, copied):
-            shutil.copyfile(library, copied)
+            copy_file(library, copied)
         lines += [
             f"copied the kernel library to {copied}",
             "load it with: so = onnxruntime.SessionOptions(); "
             f"so.register_custom_ops_library('{copied}')",
         ]
     return lines
+
+
+def model_output_path(output: str, source: Path) -> Path:
+    """`-o` for a single-file target: an existing directory, or a path ending in a slash,
+    receives the model under the input's file name (as `cp` does)."""
+    path = Path(output)
+    if output.endswith(("/", os.sep)) or path.is_dir():
+        return path / source.name
+    return path
+
+
+def project_directory(output: str) -> Path:
+    """`-o` for --target ascendc: a directory (a link to one is followed), or a new path."""
+    path = Path(output)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise OutputError(
+                f"'{path}' is a dangling symbolic link; --target ascendc writes a project directory"
+            ) from None
+        return path
+    except OSError as err:
+        raise OutputError(f"cannot write '{path}': {err.strerror or err}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise OutputError(
+            f"'{path}' is a {file_kind(info.st_mode)}; --target ascendc writes a project directory"
+        )
+    return path
+
+
+def _refuse_overwriting(path: Path, protected: set[Path]) -> None:
+    for kept in protected:
+        if _same_file(kept, path):
+            raise ValueError(f"the output '{path}' would overwrite the input '{kept}'")
 
 
 def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
@@ -134,16 +217,11 @@ def _compile_ascendc(source: Path, out_dir: Path, soc: str) -> list[str]:
     ]
 
 
-def save_model(model: onnx.ModelProto, path: Path) -> None:
-    """Write atomically: a failed write leaves no half-written model behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_bytes(model.SerializeToString())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+def copy_file(source: Path, target: Path) -> None:
+    """Copy atomically: a process that has the old copy loaded keeps a whole file."""
+    where = destination(target, streamable=False, refusal="the kernel library needs a file")
+    with source.open("rb") as data, OutputFile(where, make_parents=True) as output:
+        shutil.copyfileobj(data, output.file)
 
 
 def _same_file(a: Path, b: Path) -> bool:

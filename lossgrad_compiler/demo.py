@@ -9,6 +9,7 @@ tolerance, or when any step fails."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -312,9 +313,20 @@ def _check_rows(checks: Sequence[OutputCheck]) -> list[list[str]]:
 # --------------------------------------------------------------------------- main
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="lossgrad-demo",
+        description="Build the example model (three ai.lossgrad nodes, symbolic batch N), "
+        "check it, infer its shapes, show that an invalid node is rejected, and run it on "
+        "every available backend for batch sizes "
+        f"{', '.join(map(str, BATCH_SIZES))}, comparing each output with the numpy reference.",
+        epilog="Exit status: 0 when every output is within tolerance, 1 otherwise.",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when every output is within tolerance, else 1."""
-    del argv  # no options
+    build_parser().parse_args(argv)  # no options besides --help
     print("lossgrad-demo: loss gradients of a small training step (symbolic batch N)\n")
     steps: list[list[str]] = []
     model = examples.example_model()

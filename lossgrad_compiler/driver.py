@@ -14,6 +14,8 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto
+from onnx.checker import ValidationError
+from onnx.external_data_helper import load_external_data_for_tensor
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
@@ -22,6 +24,8 @@ from lossgrad_compiler.backends.onnx.functions import apply_functions
 from lossgrad_compiler.backends.onnx.inline import apply_inline
 from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
 from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lower_signatures
+from lossgrad_compiler.onnx.structure import structural_problem
+from lossgrad_compiler.onnx.tensors import external_tensors
 
 TARGETS = ("onnx", "ort")
 MODES = ("functions", "inline")
@@ -67,12 +71,20 @@ class CompileResult:
     report: CompileReport
 
 
-def load_model(source: ModelProto | bytes | str | Path) -> ModelProto:
-    """A private copy of a model given as a ModelProto, serialized bytes or a file path."""
+def load_model(
+    source: ModelProto | bytes | str | Path, *, external_data: bool = True
+) -> ModelProto:
+    """A private copy of a model given as a ModelProto, serialized bytes or a file path.
+
+    A model read from a path gets its external data loaded from the model's folder, as
+    `onnx.load` does, so the compiled model can be saved anywhere; onnx's reader refuses a
+    location outside that folder. `external_data=False` keeps the references (the CLI
+    writes the data beside its output itself)."""
     if isinstance(source, ModelProto):
         model = ModelProto()
         model.CopyFrom(source)
         return model
+    path = None
     if isinstance(source, (str, Path)):
         path = Path(source)
         try:
@@ -88,7 +100,28 @@ def load_model(source: ModelProto | bytes | str | Path) -> ModelProto:
         raise CompileError(f"{where} is not an ONNX model ({type(err).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise CompileError(f"{where} is not an ONNX model (no IR version or no graph)")
+    if path is not None and external_data:
+        _load_external_data(model, path)
     return model
+
+
+def _load_external_data(model: ModelProto, path: Path) -> None:
+    for tensor in external_tensors(model):
+        try:
+            load_external_data_for_tensor(tensor, str(path.parent))
+        except (ValidationError, ValueError, OSError) as err:
+            text = " ".join(str(err).split())
+            raise CompileError(
+                f"'{path}': external data of tensor '{tensor.name}': {text}"
+            ) from None
+
+
+def check_structure(model: ModelProto) -> None:
+    """Raise CompileError if the model is not structurally valid ONNX (a cycle, a name
+    produced twice, an undefined input, ...): the frontend and backends assume it is."""
+    problem = structural_problem(model)
+    if problem is not None:
+        raise CompileError(f"the model is not valid ONNX: {problem}")
 
 
 def compile_model(
@@ -102,7 +135,8 @@ def compile_model(
     `target` "onnx" (or "ort", whose model is the same `functions` model that the native
     kernel library accelerates); `mode` "functions" keeps the nodes and adds one model-local
     function per signature, "inline" replaces each node by its standard nodes. Invalid nodes
-    raise LossGradError naming the node; a file that is not ONNX raises CompileError."""
+    and an ai.lossgrad opset import of another version than 1 raise LossGradError (naming
+    the node); a file that is not ONNX, or not valid ONNX, raises CompileError."""
     if target not in TARGETS:
         raise CompileError(f"unknown target '{target}' (compile_model knows {', '.join(TARGETS)})")
     if mode not in MODES:
@@ -111,6 +145,7 @@ def compile_model(
         raise CompileError("target 'ort' needs mode 'functions' (the kernels replace the nodes)")
     start = time.perf_counter()
     working = load_model(model)
+    check_structure(working)
     imported = _import(working, progress)
     bodies, compiled, cached = compile_signatures(imported.signatures.values())
     if mode == "functions":
@@ -167,7 +202,9 @@ def compile_signatures(
 
 def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
     """The frontend and lower-lossgrad only: the ascendc target starts from here."""
-    imported = import_model(load_model(model))
+    working = load_model(model)
+    check_structure(working)
+    imported = import_model(working)
     return imported, lower_signatures(imported.signatures.values())
 
 

@@ -14,7 +14,7 @@ from lossgrad_compiler import demo, examples
 
 
 def test_demo_passes_and_prints_the_steps(capsys):
-    assert demo.main() == 0
+    assert demo.main([]) == 0
     out = capsys.readouterr().out
     for text in (
         "kl_student (KlDivBackward), kl_prior (KlDivTargetBackward), box_l1 (SmoothL1LossBackward)",
@@ -52,7 +52,7 @@ def test_a_wrong_backend_fails_the_demo(monkeypatch, capsys):
         return wrong
 
     monkeypatch.setattr(demo, "BACKENDS", [*demo.BACKENDS, _backend("off-by-a-bit", perturb)])
-    assert demo.main() == 1
+    assert demo.main([]) == 1
     out = capsys.readouterr().out
     total = 3 * len(demo.BATCH_SIZES) * len(demo.BACKENDS)  # the patched list
     assert f"FAILED: {len(demo.BATCH_SIZES)} of {total} outputs" in out
@@ -70,7 +70,7 @@ def test_a_backend_that_raises_is_reported(monkeypatch, capsys):
 
     broken = demo.Backend("broken", "raises", prepare)
     monkeypatch.setattr(demo, "BACKENDS", [*demo.BACKENDS, broken])
-    assert demo.main() == 1
+    assert demo.main([]) == 1
     out = capsys.readouterr().out
     assert "FAILED: RuntimeError: kernel library missing" in out
 
@@ -81,13 +81,13 @@ def test_an_unavailable_backend_is_skipped(monkeypatch, capsys):
 
     absent = demo.Backend("native", "native kernels", prepare, lambda: "no C++ compiler")
     monkeypatch.setattr(demo, "BACKENDS", [*demo.BACKENDS, absent])
-    assert demo.main() == 0
+    assert demo.main([]) == 0
     assert "skipped: no C++ compiler" in capsys.readouterr().out
 
 
 def test_no_backend_results_is_a_failure(monkeypatch):
     monkeypatch.setattr(demo, "BACKENDS", [])
-    assert demo.main() == 1
+    assert demo.main([]) == 1
 
 
 @pytest.mark.parametrize(
@@ -153,3 +153,33 @@ def test_console_script():
     result = subprocess.run([str(script)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "outputs match the reference" in result.stdout
+
+
+def test_help_prints_usage_and_does_not_run_the_demo(monkeypatch, capsys):
+    def no_demo():
+        raise AssertionError("--help must not build the example model")
+
+    monkeypatch.setattr(examples, "example_model", no_demo)
+    with pytest.raises(SystemExit) as info:
+        demo.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: lossgrad-demo [-h]")
+    assert "Exit status: 0 when every output is within tolerance" in out
+    with pytest.raises(SystemExit) as info:
+        demo.main(["--batch", "3"])
+    assert info.value.code == 2
+    assert "unrecognized arguments: --batch 3" in capsys.readouterr().err
+
+
+def test_console_script_help():
+    """`lossgrad-demo --help` returns at once (the demo itself takes seconds)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "lossgrad_compiler.demo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: lossgrad-demo")
+    assert "lossgrad-demo: loss gradients" not in result.stdout

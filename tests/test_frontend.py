@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -358,3 +359,153 @@ def test_signature_of_needs_known_ranks():
     call = spec.validate(KL, {n: spec.TensorInfo("float32", None) for n in spec.INPUT_NAMES}, {})
     with pytest.raises(ValueError, match="rank"):
         signature_of(call)
+
+
+# --------------------------------------------------------------------------- inferred types
+
+
+def relu_function_model() -> onnx.ModelProto:
+    """A model-local function called with a Relu output; its body's node reads another Relu
+    output of the body (neither value has a declared type)."""
+    body = [
+        helper.make_node("Relu", ["a"], ["xr"]),
+        lo.make_node(KL, ["go", "xr", "t"], "g", name="kl", reduction="sum"),
+    ]
+    imports = [helper.make_opsetid("", 21), helper.make_opsetid(spec.DOMAIN, 1)]
+    function = helper.make_function("local", "Grad", ["go", "a", "t"], ["g"], body, imports)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["xa"], name="relu"),
+        helper.make_node("Grad", ["go", "xa", "t"], ["y"], domain="local", name="call"),
+    ]
+    inputs = [vi("go", F32, []), vi("x", F32, ["N", 4]), vi("t", F32, ["N", 4])]
+    return model_of(nodes, inputs, [vi("y", F32, ["N", 4])], functions=[function])
+
+
+def outer_intermediate_if_model() -> onnx.ModelProto:
+    """An If branch whose node reads a Relu output of the enclosing graph."""
+    inner = lo.make_node(KL, ["go", "xr", "t"], "gi", name="inner", reduction="sum")
+    then = helper.make_graph([inner], "then", [], [vi("gi", F32, None)])
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["xr"], ["ge"])], "else", [], [vi("ge", F32, None)]
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["xr"], name="relu"),
+        helper.make_node("If", ["c"], ["y"], name="if1", then_branch=then, else_branch=other),
+    ]
+    inputs = [vi("c", TensorProto.BOOL, []), vi("go", F32, []), vi("x", F32, ["N", 4])]
+    return model_of(nodes, [*inputs, vi("t", F32, ["N", 4])], [vi("y", F32, ["N", 4])])
+
+
+@pytest.mark.parametrize("mode", ["functions", "inline"])
+@pytest.mark.parametrize(
+    "make_model", [relu_function_model, outer_intermediate_if_model], ids=["function", "if"]
+)
+def test_nodes_reading_intermediate_values_get_their_inferred_types(make_model, mode):
+    """onnx's shape inference types both values, its checker passes, ONNX Runtime runs the
+    compiled model; the result is SPEC's."""
+    from lossgrad_compiler import reference
+    from lossgrad_compiler.backends.onnx.run import make_session, run_session
+    from lossgrad_compiler.driver import compile_model
+
+    model = make_model()
+    lo.check_model(model)
+    (site,) = import_model(model).sites
+    assert site.signature.id == "kl_div_backward__f32_f32_f32__0d_dxd_dxd__sum_log_target0"
+    rng = np.random.default_rng(0)
+    x, t = (
+        rng.normal(size=(3, 4)).astype(np.float32),
+        rng.uniform(0.1, 1, (3, 4)).astype(np.float32),
+    )
+    feeds = {"c": np.array(True), "go": np.array(2.0, np.float32), "x": x, "t": t}
+    session = make_session(compile_model(model, mode=mode).model)
+    got = run_session(
+        session, {k: v for k, v in feeds.items() if k in {i.name for i in session.get_inputs()}}
+    )
+    named = {"grad_output": feeds["go"], "self": np.maximum(x, 0), "target": t}
+    expected = reference.evaluate(KL, named, {"reduction": "sum"})
+    np.testing.assert_array_equal(got[0], expected)
+
+
+# --------------------------------------------------------------------------- error locations
+
+
+def branch_model(inner: onnx.NodeProto, t_elem: int = F32, shapes=(["N", 4], ["N", 4])):
+    """`inner` (named "inner", output "gi") in the then-branch of If "if1"; x is also read
+    through a Relu in the enclosing graph ("xr")."""
+    then = helper.make_graph([inner], "then", [], [vi("gi", F32, None)])
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["ge"])], "else", [], [vi("ge", F32, None)]
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["xr"], name="relu"),
+        helper.make_node("If", ["c"], ["y"], name="if1", then_branch=then, else_branch=other),
+    ]
+    inputs = [vi("c", TensorProto.BOOL, []), vi("go", F32, []), vi("x", F32, shapes[0])]
+    return model_of(nodes, [*inputs, vi("t", t_elem, shapes[1])], [vi("y", F32, None)])
+
+
+BRANCH_ERRORS = {
+    "attribute": (dict(reduction="avg"), {}, AttributeValueError, "attribute 'reduction'"),
+    "unknown attribute": (dict(colour=3), {}, AttributeValueError, "attribute 'colour'"),
+    "element type": ({}, dict(t_elem=TensorProto.INT32), ElementTypeError, "target: element"),
+    "broadcast": ({}, dict(shapes=([2, 4], [3, 4])), BroadcastError, "do not broadcast"),
+}
+
+
+@pytest.mark.parametrize("self_value", ["x", "xr"], ids=["declared", "intermediate"])
+@pytest.mark.parametrize("case", list(BRANCH_ERRORS))
+def test_errors_inside_if_branches_name_the_node_by_its_path(case, self_value):
+    from lossgrad_compiler.driver import compile_model
+
+    attrs, model_args, error, message = BRANCH_ERRORS[case]
+    inner = raw_node(KL, inputs=("go", self_value, "t"), outputs=("gi",), **attrs)
+    inner.name = "inner"
+    model = branch_model(inner, **model_args)
+    where = re.escape("KlDivBackward node 'if1/then_branch/inner': ") + ".*" + message
+    with pytest.raises(error, match=where):
+        compile_model(model)
+    with pytest.raises(error, match=where):
+        lo.check_model(model)
+
+
+def test_a_missing_input_inside_an_if_branch_names_the_path():
+    from lossgrad_compiler.driver import compile_model
+
+    inner = raw_node(KL, inputs=("go", "", "t"), outputs=("gi",))
+    inner.name = "inner"
+    with pytest.raises(MissingInputError, match="node 'if1/then_branch/inner': self: is required"):
+        compile_model(branch_model(inner))
+
+
+def test_an_error_upstream_of_an_untyped_input_is_reported_first():
+    """The function's invalid node leaves its output untyped; the node that reads it comes
+    first in the graph, yet the report names the cause."""
+    bad = raw_node(KL, inputs=("a", "b", "c"), outputs=("o",), reduction="avg")
+    bad.name = "bad"
+    imports = [helper.make_opsetid("", 21), helper.make_opsetid(spec.DOMAIN, 1)]
+    function = helper.make_function("local", "F", ["a", "b", "c"], ["o"], [bad], imports)
+    nodes = [
+        helper.make_node("F", ["go", "x", "t"], ["f"], domain="local", name="call"),
+        lo.make_node(SL1, ["go", "f", "t"], "y", name="reader"),
+    ]
+    inputs = [vi("go", F32, []), vi("x", F32, [2]), vi("t", F32, [2])]
+    model = model_of(nodes, inputs, [vi("y", F32, None)], functions=[function])
+    with pytest.raises(AttributeValueError, match=r"node 'local\.F/bad': attribute 'reduction'"):
+        import_model(model)
+
+
+def test_errors_inside_function_bodies_name_the_path_in_both_checkers():
+    """onnx's full checker types the body per call and reports the node by name alone."""
+    from lossgrad_compiler.driver import compile_model
+
+    body = [lo.make_node(KL, ["a", "b", "c"], "o", name="kl")]
+    imports = [helper.make_opsetid("", 21), helper.make_opsetid(spec.DOMAIN, 1)]
+    function = helper.make_function("local", "F", ["a", "b", "c"], ["o"], body, imports)
+    call = helper.make_node("F", ["go", "x", "t"], ["y"], domain="local", name="call")
+    inputs = [vi("go", F32, []), vi("x", F32, [2, 4]), vi("t", F32, [3, 4])]
+    model = model_of([call], inputs, [vi("y", F32, [2, 4])], functions=[function])
+    where = r"KlDivBackward node 'local\.F/kl': self and target: .* do not broadcast"
+    with pytest.raises(BroadcastError, match=where):
+        compile_model(model)
+    with pytest.raises(BroadcastError, match=where):
+        lo.check_model(model)

@@ -1,7 +1,7 @@
 """Level-2 IR is upstream MLIR: lower-lossgrad's output for every op, broadcast pattern,
 reduction, attribute variant and element type (static and dynamic shapes) parses and
 verifies in a real `mlir-opt`, which also bufferizes it and lowers it to loops.
-Skipped only when no mlir-opt is installed."""
+Skipped only when no mlir-opt is installed (never in CI: see tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,11 @@ def find_mlir_opt() -> str | None:
 
 
 MLIR_OPT = find_mlir_opt()
-pytestmark = pytest.mark.skipif(MLIR_OPT is None, reason="no mlir-opt installed")
+pytestmark = pytest.mark.skipif(
+    MLIR_OPT is None,
+    reason="no mlir-opt: install LLVM 22's MLIR tools (apt-get install mlir-22-tools, as "
+    ".ci/run does) or put an mlir-opt on PATH",
+)
 
 
 def lowered_modules() -> list[tuple[str, ModuleOp]]:

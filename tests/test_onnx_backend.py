@@ -15,6 +15,7 @@ from xdsl.dialects import func
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.backends.onnx import Level2TranslationError, translate_function
+from lossgrad_compiler.backends.onnx.names import UniqueNames
 from lossgrad_compiler.backends.onnx.run import (
     from_ort_value,
     make_session,
@@ -129,9 +130,16 @@ def lowered(op: str, go: str, x: str, t: str, r: str, red: str = "none") -> func
     return only_function(LOWERED.format(op=op, go=go, x=x, t=t, r=r, red=red), lower=True)
 
 
-def test_same_shapes_need_no_shape_or_broadcast_nodes():
+def test_same_shapes_need_no_broadcast_nodes_after_the_size_check():
+    """The three dynamic shapes are compared once (Shape nodes, one Gather that fails on a
+    difference); the operands then pass through Reshapes to themselves, and the body is
+    the formula alone."""
     f = lowered("smooth_l1_loss_backward", "?x?xf32", "?x?xf32", "?x?xf32", "?x?xf32")
-    assert op_types(f) == [
+    types = op_types(f)
+    gates = len(types) - types[::-1].index("Reshape")
+    assert types[:gates].count("Shape") == 3 and types[:gates].count("Gather") == 1
+    assert types[gates - 3 : gates] == ["Reshape"] * 3
+    assert types[gates:] == [
         "Sub",
         "Constant",
         "Div",
@@ -158,8 +166,11 @@ def test_a_result_wider_than_what_the_body_reads_is_expanded_once():
 
 def test_mean_scale_reads_the_element_count_once():
     f = lowered("smooth_l1_loss_backward", "f32", "?x?xf32", "?x?xf32", "?x?xf32", red="mean")
-    types = op_types(f)
-    assert types.count("Shape") == 1 and types.count("ReduceProd") == 1 and "Gather" not in types
+    nodes = translate_function(f, ["a", "b", "c"], ["r"]).nodes
+    counts = [n for n in nodes if n.op_type == "ReduceProd"]
+    shapes = {n.output[0]: n.input[0] for n in nodes if n.op_type == "Shape"}
+    assert len(counts) == 1 and shapes[counts[0].input[0]] == "b"
+    assert sorted(shapes.values()) == ["b", "c"]  # the size check reads self's Shape too
 
 
 def test_half_results_are_computed_in_float_and_narrowed_once():
@@ -518,3 +529,58 @@ def test_bfloat16_values_round_trip_through_onnxruntime(shape):
     back = from_ort_value(to_ort_value(array))
     assert back.dtype == array.dtype and back.shape == array.shape
     np.testing.assert_array_equal(back.view(np.uint16), array.view(np.uint16))
+
+
+# --------------------------------------------------------------------------- fresh names
+
+
+class CountingSet(set):
+    """A set that counts membership tests (the work of a name search)."""
+
+    probes = 0
+
+    def __contains__(self, item: object) -> bool:
+        CountingSet.probes += 1
+        return super().__contains__(item)
+
+
+def test_fresh_prefixes_of_one_base_cost_linear_work():
+    """Unnamed nodes of one operator all ask for the base op_type: n prefixes take O(n)
+    membership tests, not one search from base_1 each time (O(n^2))."""
+    suffixes = ["t1_sub", "t2_mul", "t3_where"]
+    names = UniqueNames(CountingSet({"Op_3/t2_mul", "Op_5/other"}))
+    CountingSet.probes = 0
+    prefixes = [names.prefix_for("Op", suffixes) for _ in range(2000)]
+    assert CountingSet.probes <= 2 * len(suffixes) * len(prefixes)
+    assert len(set(prefixes)) == len(prefixes)
+    assert prefixes[:5] == ["Op/", "Op_1/", "Op_2/", "Op_4/", "Op_5/"]  # Op_3/t2_mul is taken
+
+
+def test_fresh_prefixes_never_clash_with_names_of_the_model_or_each_other():
+    used = {"KlDivBackward/t1_x", "KlDivBackward_1/t1_x", "n/t2_y", "KlDivBackward_2_1/t1_x"}
+    names = UniqueNames(set(used))
+    requests = [
+        ("KlDivBackward", ["t1_x"]),
+        ("KlDivBackward", ["t2_y"]),
+        ("n", ["t2_y", "t3_z"]),
+        ("KlDivBackward_2", ["t1_x"]),
+        ("KlDivBackward", ["t1_x", "t2_y"]),
+    ]
+    made = [names.prefix_for(base, suffixes) + s for base, suffixes in requests for s in suffixes]
+    assert not set(made) & used and len(set(made)) == len(made)
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named", "unnamed"])
+def test_inline_mode_names_every_instance_apart(named: bool):
+    nodes = [
+        lo.make_node(
+            "SmoothL1LossBackward", ["go", "x", "t"], f"g{i}", name=f"n{i}" if named else None
+        )
+        for i in range(50)
+    ]
+    inputs = [("go", "float32", []), ("x", "float32", ["n"]), ("t", "float32", ["n"])]
+    outputs = [(f"g{i}", "float32", ["n"]) for i in range(50)]
+    model = compile_model(lo.make_model(lo.make_graph(nodes, inputs, outputs)), mode="inline")
+    onnx.checker.check_model(model.model, full_check=True)  # SSA: every value once
+    node_names = [n.name for n in model.model.graph.node]
+    assert len(set(node_names)) == len(node_names)

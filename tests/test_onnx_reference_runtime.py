@@ -139,7 +139,9 @@ def test_one_model_runs_for_several_batch_sizes():
 
 def test_against_torch_autograd():
     """One independent check of the whole path (model → evaluator → reference) per op."""
-    torch_oracle = pytest.importorskip("tests.helpers.torch_oracle")
+    pytest.importorskip("torch", reason="needs PyTorch, a test extra: pip install -e '.[test]'")
+    from tests.helpers import torch_oracle
+
     for op_type, attrs in [
         (KL, {"reduction": "batchmean", "log_target": 1}),
         (KLT, {"reduction": "sum", "log_target": 0}),

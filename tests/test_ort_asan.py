@@ -1,6 +1,7 @@
 """The kernel library built with -fsanitize=address,undefined, driven from a Python
 subprocess (libasan preloaded) over hypothesis-drawn shapes, broadcasts, element types and
-attributes, including rejected calls: no sanitizer report, exit status 0."""
+attributes (arbitrary reduction bytes among them), including rejected calls: no sanitizer
+report, exit status 0."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ DRIVER = textwrap.dedent(
               suppress_health_check=list(HealthCheck))
     @given(op=st.sampled_from(list(spec.OPERATORS)), go=dims, x=dims, t=dims,
            dtype=st.sampled_from([t.dtype for t in spec.FLOAT_TYPES]),
-           reduction=st.sampled_from(["none", "mean", "sum", "batchmean"]),
+           reduction=st.one_of(st.sampled_from(["none", "mean", "sum", "batchmean"]),
+                               st.binary(max_size=8)),
            flag=st.sampled_from([0, 1]), threads=st.sampled_from([1, 2]))
     def run(op, go, x, t, dtype, reduction, flag, threads):
         attrs = {"reduction": reduction}

@@ -128,12 +128,7 @@ def test_bad_attributes_fail_session_creation(op_type: str, name: str, value: ob
     )
     with pytest.raises(Exception) as raised:
         native_session(model)
-    shown = expected
-    if isinstance(value, list):
-        # ORT reads an INTS attribute as floats and FLOATS as ints without complaint, so the
-        # kernel cannot tell which list type it got: the message names one of them.
-        shown = expected.split(", got ")[0]
-    assert shown in str(raised.value), (str(raised.value), shown)
+    assert str(raised.value).endswith(expected), (str(raised.value), expected)
     # session() checks attributes before ORT sees the model: spec's own exception.
     with pytest.raises(LossGradError) as checked:
         session(model)

@@ -34,11 +34,17 @@ from lossgrad_compiler.frontend.scopes import (
 from lossgrad_compiler.frontend.signature import Signature, signature_of
 from lossgrad_compiler.onnx.attributes import attribute_values
 from lossgrad_compiler.onnx.node_errors import located
+from lossgrad_compiler.onnx.opsets import check_opset_imports
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 from lossgrad_compiler.onnx.type_protos import tensor_info
 
 Container = GraphProto | FunctionProto
 FunctionKey = tuple[str, str, str]  # (domain, name, overload)
+
+
+class UnknownTypeError(InvalidArgumentError):
+    """An input's element type or rank is unknown: often because the node producing it is
+    itself invalid, so the importer reports every other error first."""
 
 
 @dataclass
@@ -81,10 +87,13 @@ def import_model(model: ModelProto, progress: Callable[[int], None] | None = Non
     """The ai.lossgrad nodes of `model`, validated (LossGradError naming the node) and grouped
     by signature. `progress` is called with the number of nodes found so far."""
     ensure_schemas()
+    check_opset_imports(model)
     context = ModelContext.of(model)
     walker = _Walker(model, context, progress)
     walker.visit(model.graph, main_graph_types(model), "", None, context)
     walker.visit_functions()
+    if walker.untyped:
+        raise walker.untyped[0]
     return ImportedModel(model, walker.sites)
 
 
@@ -111,12 +120,12 @@ def check_node(
         call = spec.validate(op.name, infos, attrs)
         if untyped:  # after spec.validate, so that a missing input is reported first
             name, value = untyped[0]
-            raise InvalidArgumentError(
+            raise UnknownTypeError(
                 op.name, name, f"the element type of '{value}' is unknown (declare its type)"
             )
         for name in spec.INPUT_NAMES:
             if call.shapes[name] is None:
-                raise InvalidArgumentError(
+                raise UnknownTypeError(
                     op.name, name, "the rank is unknown (declare the shape of the model's inputs)"
                 )
         if len(node.output) != 1 or not node.output[0]:
@@ -138,6 +147,7 @@ class _Walker:
         self.context = context
         self.progress = progress
         self.sites: list[Site] = []
+        self.untyped: list[UnknownTypeError] = []  # reported once nothing else is wrong
         self.functions: dict[FunctionKey, FunctionProto] = {
             (f.domain, f.name, f.overload): f for f in model.functions
         }
@@ -234,7 +244,11 @@ class _Walker:
         types: Types,
         linked: Mapping[str, AttributeProto] | None,
     ) -> None:
-        call, signature = self._check(node, types, location, linked)
+        try:
+            call, signature = self._check(node, types, location, linked)
+        except UnknownTypeError as err:
+            self.untyped.append(err)
+            return
         in_function = linked is not None
         site = Site(node, container, index, location, depth, in_function, call, signature)
         if in_function:

@@ -26,6 +26,8 @@ from onnx import (
 )
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.onnx.graphs import deep_nodes
+from lossgrad_compiler.onnx.inference import types_only
 
 Types = dict[str, TypeProto]
 
@@ -62,11 +64,21 @@ def graph_types(graph: GraphProto, outer: Mapping[str, TypeProto]) -> Types:
 
 
 def main_graph_types(model: ModelProto, domain: str = spec.DOMAIN) -> Types:
-    """The value types of the main graph: as declared when that gives every input of the
-    `domain` nodes an element type and a rank, else after onnx's shape inference (which
-    costs one inference-function call per node: seconds for 10,000 nodes)."""
+    """The value types of the main graph: as declared when every `domain` node is in the main
+    graph and the declarations give each of its inputs an element type and a rank, else
+    after onnx's shape inference (which costs one inference-function call per node: seconds
+    for 10,000 nodes). A node in a subgraph or a model-local function may read any value of
+    the main graph (an outer-scope value, or a call's input), so then everything is inferred."""
     declared = graph_types(model.graph, {})
-    if all(
+    nested = any(
+        node.domain == domain for function in model.functions for node in deep_nodes(function.node)
+    ) or any(
+        inner.domain == domain
+        for node in model.graph.node
+        for _, sub in subgraphs(node)
+        for inner in deep_nodes(sub.node)
+    )
+    if not nested and all(
         _ranked(declared.get(name))
         for node in model.graph.node
         if node.domain == domain
@@ -74,7 +86,8 @@ def main_graph_types(model: ModelProto, domain: str = spec.DOMAIN) -> Types:
         if name
     ):
         return declared
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    with types_only():  # the importer validates each node, naming its path
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     return graph_types(inferred.graph, {})
 
 
@@ -107,7 +120,8 @@ def infer_scope(
         opset_imports=list(context.opset_imports),
         functions=list(context.functions),
     )
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    with types_only():
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     return graph_types(inferred.graph, outer)
 
 

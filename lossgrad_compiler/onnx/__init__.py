@@ -16,7 +16,11 @@ from lossgrad_compiler.onnx.builders import (
     value_info,
 )
 from lossgrad_compiler.onnx.checking import check_model, lossgrad_nodes, validate_node
-from lossgrad_compiler.onnx.reference_ops import reference_evaluator, reference_ops, run_reference
+from lossgrad_compiler.onnx.reference_kernels import (
+    reference_evaluator,
+    reference_ops,
+    run_reference,
+)
 from lossgrad_compiler.onnx.schemas import (
     deregister_schemas,
     ensure_schemas,

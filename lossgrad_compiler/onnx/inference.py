@@ -7,9 +7,11 @@ catch either and still read the aclnn code."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from onnx import TypeProto
@@ -41,6 +43,23 @@ def node_name(ctx: Any) -> str:
     return match.group("name") if match else ""
 
 
+_TYPES_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("types_only", default=False)
+
+
+@contextlib.contextmanager
+def types_only() -> Iterator[None]:
+    """Inference within gives an invalid ai.lossgrad node no output type instead of raising.
+
+    For callers that validate every node themselves: onnx reports the error of a node in a
+    subgraph or function body with the node's name only, while the caller knows its path in
+    the model ("if1/then_branch/inner")."""
+    token = _TYPES_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _TYPES_ONLY.reset(token)
+
+
 def inference_function(op_type: str) -> Callable[[Any], None]:
     """The inference callback of one operator; it reads spec at call time."""
 
@@ -48,7 +67,8 @@ def inference_function(op_type: str) -> Callable[[Any], None]:
         try:
             _infer(op_type, ctx)
         except LossGradError as err:
-            raise inference_error(err, node_name(ctx)) from None
+            if not _TYPES_ONLY.get():
+                raise inference_error(err, node_name(ctx)) from None
 
     return infer
 

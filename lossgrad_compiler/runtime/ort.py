@@ -1,7 +1,8 @@
 """The native ONNX Runtime kernels from Python: build on first use, load, run.
 
 `library_path()` builds (once, cached on disk) the kernel library that
-lossgrad_compiler.backends.ort prints and returns its path; `session(model, **options)`
+lossgrad_compiler.backends.ort prints and returns its path as the str that
+`SessionOptions.register_custom_ops_library` takes; `session(model, **options)`
 returns an InferenceSession with it registered. The model is compiled with the ONNX
 backend's `functions` mode first, so every ai.lossgrad node also carries its model-local
 function. The library registers every operator for every combination of the four float
@@ -22,20 +23,34 @@ import onnxruntime as ort
 from onnx import ModelProto
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ort.build import NativeUnavailableError, build_shared_library
+from lossgrad_compiler.backends.ort.build import (
+    Announcement,
+    NativeUnavailableError,
+    build_shared_library,
+)
 from lossgrad_compiler.backends.ort.library import library_source
+from lossgrad_compiler.runtime.external_data import (
+    FOLDER_OPTION,
+    check_external_data,
+    model_folder,
+)
 
 LIBRARY_NAME = "liblossgrad_ort"
+ANNOUNCEMENT = Announcement(
+    "the native ONNX Runtime kernel library",
+    "one C++ translation unit, about a minute (once; later runs load it from the cache)",
+)
 
 
 @cache
-def library_path() -> Path:
-    """The built kernel library (NativeUnavailableError without compiler or headers)."""
-    return build_shared_library(library_source(), LIBRARY_NAME)
+def library_path() -> str:
+    """The path of the built kernel library, as ORT's register_custom_ops_library takes it
+    (NativeUnavailableError without a compiler, headers or a usable cache directory)."""
+    return str(build_shared_library(library_source(), LIBRARY_NAME, announce=ANNOUNCEMENT))
 
 
 @cache
-def native_library() -> Path | None:
+def native_library() -> str | None:
     """library_path(), or None after warning once that the native kernels are unavailable."""
     try:
         return library_path()
@@ -55,7 +70,7 @@ def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
     from lossgrad_compiler.driver import compile_model, load_model
     from lossgrad_compiler.onnx.attributes import attributes_from_node
 
-    loaded = load_model(model)
+    loaded = load_model(model, external_data=False)  # ORT reads it from the folder
     for node in loaded.graph.node:
         if node.domain == spec.DOMAIN:
             attributes_from_node(node)
@@ -74,7 +89,7 @@ def session_options(native: bool = True, **options: Any) -> ort.SessionOptions:
     if native:
         path = native_library()
         if path is not None:
-            so.register_custom_ops_library(str(path))
+            so.register_custom_ops_library(path)
     return so
 
 
@@ -82,12 +97,18 @@ def session(
     model: ModelProto | bytes | str | Path, native: bool = True, **options: Any
 ) -> ort.InferenceSession:
     """An InferenceSession of `model` (prepared by prepare_model) on the CPU provider, with
-    the native kernels registered (unless `native` is False) and `options` applied."""
+    the native kernels registered (unless `native` is False) and `options` applied.
+
+    External data is read from the folder of a model given as a path, and only from inside
+    it; a model given in memory must carry its data (ExternalDataError otherwise)."""
     prepared = prepare_model(model)
+    folder = model_folder(model)
+    check_external_data(prepared, folder)
+    so = session_options(native, **options)
+    if folder is not None:
+        so.add_session_config_entry(FOLDER_OPTION, str(folder))
     return ort.InferenceSession(
-        prepared.SerializeToString(),
-        session_options(native, **options),
-        providers=["CPUExecutionProvider"],
+        prepared.SerializeToString(), so, providers=["CPUExecutionProvider"]
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from lossgrad_compiler import errors, spec
 from lossgrad_compiler.backends.ascendc import emulate
-from lossgrad_compiler.backends.ascendc.emulate import (
+from lossgrad_compiler.backends.ascendc.emulation import (
     FLAG_NULL_EXECUTOR,
     FLAG_NULL_OUT,
     FLAG_NULL_WORKSPACE_SIZE,

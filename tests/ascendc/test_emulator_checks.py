@@ -17,7 +17,7 @@ import pytest
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.build import build_executable, build_runner
-from lossgrad_compiler.backends.ascendc.emulate import (
+from lossgrad_compiler.backends.ascendc.emulation import (
     VIOLATION_EXIT,
     CompiledSignature,
     EmulatorViolation,

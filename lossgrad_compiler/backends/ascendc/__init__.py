@@ -6,6 +6,9 @@ that compiles and runs them.
 
 The pipeline: `convert-linalg-to-ascendc` (dialects/ascendc.py's tile-level IR),
 `ascendc-plan-buffers` (UB placement and tile length), then the printers in this package.
+Both functions import their module on first call (xDSL and the printers are not needed to
+import the package); no submodule is named like them, because importing a submodule sets
+the package attribute of its name and would replace the function.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ def emulate(
     soc: str = "ascend910b",
     block_dim: int | None = None,
 ) -> np.ndarray:
-    """Run one call through the emitted project on the CPU emulation (see emulate.py)."""
-    from lossgrad_compiler.backends.ascendc.emulate import emulate as run
+    """Run one call through the emitted project on the CPU emulation (see emulation.py)."""
+    from lossgrad_compiler.backends.ascendc.emulation import emulate as run
 
     return run(op_type, inputs, attrs, soc=soc, block_dim=block_dim)
 

@@ -9,7 +9,10 @@ of aclnn calls (lossgrad_emu/runner.h). The kernel-independent part of the emula
 Everything is cached by the hash of the sources, the emulation, the compiler's identity
 and the flags. Builds happen in private directories, are renamed into place, and are
 serialised by a lock file per key, so parallel test workers never build the same thing
-twice.
+twice. Each entry has a manifest (size and SHA-256 of its files, written last) that must
+match before the entry is used: a truncated or damaged runner, object or precompiled header
+is rebuilt. A cache directory that cannot hold the builds raises CacheDirError naming
+$LOSSGRAD_CACHE_DIR (the emulation has no fallback).
 """
 
 from __future__ import annotations
@@ -27,11 +30,22 @@ from pathlib import Path
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.project import Project, write_atomic
+from lossgrad_compiler.backends.build_cache import (
+    CacheDirError,
+    build_notice,
+    cache_dir_problem,
+    cache_root,
+    manifest_problem,
+    prepare_cache_dir,
+    write_manifest,
+)
 from lossgrad_compiler.errors import UnsupportedByBackendError
 
 EMULATOR_DIR = Path(__file__).parent / "emulator"
-ENV_CACHE = "LOSSGRAD_CACHE_DIR"
 ENV_CXX = "CXX"
+MANIFEST = "manifest.json"
+RUNTIME_FILES = ("runtime.o", *(f"{kind}/{name}" for kind in ("kernel", "host")
+                                for name in ("pch.h", "pch.h.gch")))  # fmt: skip
 # IEEE float arithmetic as written: no contraction into FMA, no fast-math reassociation.
 COMMON = ("-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-w")
 # Kernels run every element through the emulation: optimised. The host side (tiling,
@@ -40,9 +54,7 @@ FLAGS = {"kernel": (*COMMON, "-O1"), "host": (*COMMON, "-O0")}
 
 
 def cache_dir() -> Path:
-    configured = os.environ.get(ENV_CACHE)
-    base = Path(configured) if configured else Path.home() / ".cache" / "lossgrad_compiler"
-    return base / "ascendc"
+    return cache_root() / "ascendc"
 
 
 @cache
@@ -161,14 +173,34 @@ def _compile(command: list[str], what: str) -> None:
 
 @contextmanager
 def _locked(target: Path) -> Iterator[None]:
-    """Serialise builds of one key across processes."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f"{target.name}.lock", "w") as lock:
+    """Serialise builds of one key across processes (CacheDirError when the cache directory
+    cannot hold the lock file)."""
+    prepare_cache_dir(target.parent)
+    try:
+        lock = open(target.parent / f"{target.name}.lock", "w")  # noqa: SIM115 (closed below)
+    except OSError as err:
+        raise CacheDirError(cache_dir_problem(err, target.parent)) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
+        except OSError as err:
+            if isinstance(err, CacheDirError) or not _inside(err.filename, target.parent):
+                raise
+            raise CacheDirError(cache_dir_problem(err, target.parent)) from None
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _inside(filename: object, directory: Path) -> bool:
+    """Whether an OSError's file is in the cache (a full disk, say), not the compiler's."""
+    return isinstance(filename, str | os.PathLike) and Path(filename).is_relative_to(directory)
+
+
+def _why(target: Path, problem: str, primary: str) -> str:
+    if (target / primary).exists():
+        return f"the cached copy in {target} cannot be used: {problem}"
+    return "not in the cache yet: first use, or the emulation or the compiler changed"
 
 
 @cache
@@ -176,24 +208,33 @@ def emulator_runtime() -> Path:
     """The emulation's kernel-independent object (runtime.o) and precompiled headers of its
     headers for both flag sets, built once per emulator version, compiler and flags."""
     target = cache_dir() / f"emulator-{_digest(_emulator_files())}"
+    if manifest_problem(target / MANIFEST) is None:
+        return target
     with _locked(target):
-        if (target / "runtime.o").exists():
+        problem = manifest_problem(target / MANIFEST)
+        if problem is None:
             return target
         cxx, _ = compiler()
         target.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=target, prefix=".build-"))
+        what = "the Ascend C CPU emulation's runtime and precompiled headers"
+        duration = "3 compiler runs, about 15 s, once"
         try:
-            include = f"-I{EMULATOR_DIR}"
-            for kind, flags in FLAGS.items():
-                (work / kind).mkdir()
-                (work / kind / "pch.h").write_text('#include "lossgrad_emu/pch.h"\n')
-                header = [cxx, *flags, include, "-x", "c++-header", str(work / kind / "pch.h")]
-                _compile([*header, "-o", str(work / kind / "pch.h.gch")], "the emulation's header")
-            runtime = EMULATOR_DIR / "lossgrad_emu" / "runtime.cpp"
-            _compile([cxx, *FLAGS["kernel"], include, "-c", str(runtime), "-o",
-                      str(work / "runtime.o")], "the emulation runtime")  # fmt: skip
-            for name in (*FLAGS, "runtime.o"):  # runtime.o last: it marks "ready"
+            with build_notice(what, _why(target, problem, "runtime.o"), duration):
+                include = f"-I{EMULATOR_DIR}"
+                for kind, flags in FLAGS.items():
+                    (work / kind).mkdir()
+                    (work / kind / "pch.h").write_text('#include "lossgrad_emu/pch.h"\n')
+                    header = [cxx, *flags, include, "-x", "c++-header", str(work / kind / "pch.h")]
+                    _compile([*header, "-o", str(work / kind / "pch.h.gch")],
+                             "the emulation's header")  # fmt: skip
+                runtime = EMULATOR_DIR / "lossgrad_emu" / "runtime.cpp"
+                _compile([cxx, *FLAGS["kernel"], include, "-c", str(runtime), "-o",
+                          str(work / "runtime.o")], "the emulation runtime")  # fmt: skip
+            for name in RUNTIME_FILES:  # file by file: a compiler reading the old copy keeps it
+                (target / name).parent.mkdir(exist_ok=True)
                 os.replace(work / name, target / name)
+            write_manifest(target / MANIFEST, {name: target / name for name in RUNTIME_FILES})
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target
@@ -225,30 +266,37 @@ def build_executable(
     runtime = emulator_runtime()
     target = cache_dir() / _digest({**sources, "units": repr(units), "runtime": str(runtime)})
     executable = target / "runner"
+    if manifest_problem(target / MANIFEST) is None:
+        return executable
     with _locked(target):
-        if executable.exists():
+        problem = manifest_problem(target / MANIFEST)
+        if problem is None:
             return executable
         cxx, _ = compiler()
         target.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=target, prefix=".build-"))
+        duration = f"{len(units)} translation unit{'s' if len(units) > 1 else ''}, about 5 s"
         try:
-            for relative, text in sources.items():
-                write_atomic(work / relative, text)
-            jobs = []
-            for unit, kind in units.items():
-                command = [cxx, *FLAGS[kind], f"-I{EMULATOR_DIR}", f"-I{work}", "-include",
-                           str(runtime / kind / "pch.h"), "-c", str(work / unit), "-o",
-                           str(work / f"{unit}.o")]  # fmt: skip
-                jobs.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
-            messages = [job.communicate()[1] for job in jobs]
-            errors = [m for job, m in zip(jobs, messages, strict=True) if job.returncode != 0]
-            if errors:
-                raise RuntimeError(f"compiling {what} failed:\n" + errors[0][-6000:])
-            objects = [str(work / f"{unit}.o") for unit in units]
-            _compile([cxx, *objects, str(runtime / "runtime.o"), "-o", str(work / "runner")], what)
+            with build_notice(what, _why(target, problem, "runner"), duration):
+                for relative, text in sources.items():
+                    write_atomic(work / relative, text)
+                jobs = []
+                for unit, kind in units.items():
+                    command = [cxx, *FLAGS[kind], f"-I{EMULATOR_DIR}", f"-I{work}", "-include",
+                               str(runtime / kind / "pch.h"), "-c", str(work / unit), "-o",
+                               str(work / f"{unit}.o")]  # fmt: skip
+                    jobs.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
+                messages = [job.communicate()[1] for job in jobs]
+                errors = [m for job, m in zip(jobs, messages, strict=True) if job.returncode != 0]
+                if errors:
+                    raise RuntimeError(f"compiling {what} failed:\n" + errors[0][-6000:])
+                objects = [str(work / f"{unit}.o") for unit in units]
+                _compile([cxx, *objects, str(runtime / "runtime.o"), "-o", str(work / "runner")],
+                         what)  # fmt: skip
             shutil.rmtree(target / "src", ignore_errors=True)
             os.replace(work, target / "src")  # keep the sources beside the executable
             os.replace(target / "src" / "runner", executable)
+            write_manifest(target / MANIFEST, {"runner": executable})
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return executable

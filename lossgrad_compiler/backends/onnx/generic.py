@@ -7,7 +7,11 @@ dimensions, so operands enter the body unchanged. The body's scalar ops then run
 tensors. Each value records the iteration axes along which it has the full extent; an
 `Expand` is added only where the result must have an extent that no operand of its
 computation had (a reduction over an axis the summand does not vary along, or an output
-axis the body never reads)."""
+axis the body never reads).
+
+All of this relies on level 2's rule that the dynamic sizes on one loop are equal at run
+time, so the sizes the loops equate are checked first (size_check.py): a call that breaks
+the rule fails in ONNX Runtime instead of returning numbers for other shapes."""
 
 from __future__ import annotations
 
@@ -18,10 +22,17 @@ from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
+from lossgrad_compiler.backends.onnx.size_check import (
+    SizePair,
+    emit_size_check,
+    equal_size_pairs,
+    gate,
+)
 from lossgrad_compiler.backends.onnx.translator import Translator, rule
 from lossgrad_compiler.backends.onnx.types import Level2TranslationError, static_shape
 from lossgrad_compiler.backends.onnx.values import (
     Accumulator,
+    DimOf,
     FilledTensor,
     ScalarConstant,
     ShapeEntry,
@@ -60,9 +71,14 @@ def generic(t: Translator, op: GenericOp) -> None:
     output = op.outputs[0]
     body = t.nested()
     block = op.body.block
-    for arg, operand, amap in zip(block.args, op.inputs, maps, strict=False):
-        value = t.tensor(operand, op)
-        body.env[arg] = Tensor(value.name, value.rank, aligned_axes(op, amap, operand.type, loops))
+    pairs = equal_size_pairs(t, op, maps)
+    ok = emit_size_check(t, pairs) if pairs else None
+    values = [t.tensor(operand, op) for operand in op.inputs]
+    gated = _operands_to_gate(op, values, pairs) if ok is not None else set()
+    for i, (arg, operand, amap) in enumerate(zip(block.args, op.inputs, maps, strict=False)):
+        value = values[i]
+        name = gate(t, value.name, value.rank, ok) if i in gated and ok else value.name
+        body.env[arg] = Tensor(name, value.rank, aligned_axes(op, amap, operand.type, loops))
     body.env[block.args[-1]] = Accumulator()
     out_axes = aligned_axes(op, maps[-1], output.type, loops)
     reduced = frozenset(k for k, it in enumerate(iterators) if it == "reduction")
@@ -87,7 +103,19 @@ def generic(t: Translator, op: GenericOp) -> None:
         if reduced:
             raise Level2TranslationError(op, "a reduction must yield `arith.addf %acc, %v`")
         value = body.tensor(yield_op.operands[0], yield_op)
-    t.env[op.results[0]] = _complete(t, op, value, output, out_rank, loops, out_axes)
+    result = _complete(t, op, value, output, out_rank, loops, out_axes)
+    if ok is not None and not gated:  # the body reads no operand: the result waits instead
+        result = Tensor(gate(t, result.name, result.rank, ok), result.rank, shape=result.shape)
+    t.env[op.results[0]] = result
+
+
+def _operands_to_gate(op: GenericOp, values: list[Tensor], pairs: list[SizePair]) -> set[int]:
+    """The inputs that wait for the size check: those the body reads whose sizes are checked
+    (the body's first node mixing mismatched operands would otherwise fail first, with ONNX
+    Runtime's broadcasting message), else every input the body reads."""
+    read = [i for i, arg in enumerate(op.body.block.args[: len(op.inputs)]) if arg.uses]
+    checked = {e.tensor for pair in pairs for e in pair if isinstance(e, DimOf)}
+    return {i for i in read if values[i].name in checked} or set(read)
 
 
 def _accumulating_add(op: GenericOp) -> arith.AddfOp:
@@ -156,11 +184,11 @@ def _complete(
     """The result with the output's full shape: Expand when the rank or an extent is missing."""
     shape = static_shape(output.type)
     needed = {k for k in out_axes if shape[k - (loops - out_rank)] != 1}
-    if value.rank == out_rank and needed <= value.axes:
-        return Tensor(value.name, out_rank)
     entries = t.shape_entries(output, op)
+    if value.rank == out_rank and needed <= value.axes:
+        return Tensor(value.name, out_rank, shape=entries)
     expanded = t.sink.expand(value.name, t.sink.shape(entries), out_rank)
-    return Tensor(expanded, out_rank)
+    return Tensor(expanded, out_rank, shape=entries)
 
 
 def _iteration_shape(

@@ -49,13 +49,20 @@ class UniqueNames:
 
     def __init__(self, used: set[str]) -> None:
         self.used = used
+        self._next: dict[str, int] = {}  # per base: the first k not tried yet
 
     def prefix_for(self, base: str, suffixes: Sequence[str]) -> str:
         """`<base>/`, or `<base>_<k>/`, such that no `<prefix><suffix>` is used yet; the new
-        names are then marked as used."""
-        candidate, k = f"{base}/", 0
+        names are then marked as used.
+
+        The search for a base resumes after the last k it handed out (every smaller k is
+        taken or clashed), so n nodes of one base, unnamed nodes of one operator for
+        instance, cost O(n) probes in all rather than O(n^2)."""
+        k = self._next.get(base, 0)
+        candidate = f"{base}/" if k == 0 else f"{base}_{k}/"
         while any(candidate + s in self.used for s in suffixes):
             k += 1
             candidate = f"{base}_{k}/"
+        self._next[base] = k + 1
         self.used.update(candidate + s for s in suffixes)
         return candidate

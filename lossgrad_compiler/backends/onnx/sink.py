@@ -23,6 +23,7 @@ class NodeSink:
         self._counter = 0
         self._constants: dict[tuple[Any, ...], str] = {}
         self._shapes: dict[str, str] = {}
+        self._shared: dict[tuple[Any, ...], str] = {}
 
     def fresh(self, hint: str) -> str:
         self._counter += 1
@@ -33,6 +34,14 @@ class NodeSink:
         out = self.fresh(hint or op_type.lower())
         self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
         return out
+
+    def add_shared(self, op_type: str, inputs: Sequence[str], hint: str = "", **attrs: Any) -> str:
+        """`add`, unless the same node (op, inputs, attributes) exists: then its output."""
+        key = (op_type, tuple(inputs), tuple(sorted(attrs.items())))
+        name = self._shared.get(key)
+        if name is None:
+            name = self._shared[key] = self.add(op_type, inputs, hint, **attrs)
+        return name
 
     def constant(self, array: np.ndarray, hint: str = "const") -> str:
         """A Constant node holding `array` (shared between equal constants)."""

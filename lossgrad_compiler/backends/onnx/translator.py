@@ -73,7 +73,8 @@ class Translator:
             )
             shape = self.sink.shape(found.empty.shape)
             rank = len(found.empty.shape)
-            return Tensor(self.sink.expand(fill.name, shape, rank), rank)
+            expanded = self.sink.expand(fill.name, shape, rank)
+            return Tensor(expanded, rank, shape=found.empty.shape)
         if isinstance(found, EmptyTensor):
             raise Level2TranslationError(op, "reads the contents of a tensor.empty")
         assert isinstance(found, Accumulator)
@@ -89,6 +90,8 @@ class Translator:
         if isinstance(found, FilledTensor):
             return found.empty.shape
         tensor = self.tensor(value, op)
+        if tensor.shape is not None:
+            return tensor.shape
         dims = static_shape(value.type)
         return tuple(
             d if d is not None else DimOf(tensor.name, len(dims), j) for j, d in enumerate(dims)

@@ -19,11 +19,15 @@ class Tensor:
     Outside a linalg.generic body, `rank` is the tensor's rank and `axes` is empty. Inside a
     body, the value is aligned to the trailing `rank` axes of the iteration space (ONNX
     broadcasting aligns trailing dimensions) and `axes` are the iteration axes along which it
-    has the full extent; along every other axis within its rank its size is 1."""
+    has the full extent; along every other axis within its rank its size is 1.
+
+    `shape`, when known, is the value's run-time shape in terms of other values' sizes (the
+    result of a linalg.generic has its output's shape, which the size check guarantees)."""
 
     name: str
     rank: int
     axes: AxisSet = frozenset()
+    shape: tuple[ShapeEntry, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ The cache key is the hash of the source, the compiler's identity (`--version`), 
 the ONNX Runtime API version of the headers, so a change of any of them builds a new library
 and an unchanged one is never rebuilt. Writes are atomic (a temporary file renamed into
 place) and serialised by a lock file, so processes that build at the same time all get the
-same complete library."""
+same complete library. A manifest beside the library (size and SHA-256, written after it)
+must match before the library is used: a damaged one is rebuilt, never loaded. A cache
+directory that cannot hold the library is a NativeUnavailableError naming
+$LOSSGRAD_CACHE_DIR, which the runtime turns into one warning and the function path."""
 
 from __future__ import annotations
 
@@ -17,15 +20,25 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from lossgrad_compiler.backends.build_cache import (
+    CacheDirError,
+    build_notice,
+    cache_dir_problem,
+    cache_root,
+    manifest_problem,
+    prepare_cache_dir,
+    write_atomically,
+    write_manifest,
+)
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 
 ENV_CXX = "CXX"
 ENV_INCLUDE = "LOSSGRAD_ORT_INCLUDE"
-ENV_CACHE = "LOSSGRAD_CACHE_DIR"
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 VENDORED_INCLUDE = PROJECT_ROOT / "third_party" / "onnxruntime" / "include"
 FETCH_SCRIPT = PROJECT_ROOT / "scripts" / "fetch_ort_headers.sh"
@@ -33,9 +46,10 @@ SYSTEM_INCLUDE = Path("/usr/include/onnxruntime")
 HEADER = "onnxruntime_c_api.h"
 
 ENV_MARCH = "LOSSGRAD_ORT_MARCH"
-# -fno-trapping-math lets g++ keep division and selects branch-free (reference/onnx-ort.md
-# §4.3); -fno-math-errno only drops errno writes; -ffp-contract=off keeps a*b+c two roundings,
-# as the level-2 IR and reference.py compute. None changes a result; no -ffast-math.
+# -fno-trapping-math lets g++ keep division and selects branch-free (with trapping math it
+# may not speculate a division that could raise a flag); -fno-math-errno only drops errno
+# writes; -ffp-contract=off keeps a*b+c two roundings, as the level-2 IR and reference.py
+# compute. None changes a result; no -ffast-math.
 OPTIMIZE_FLAGS: tuple[str, ...] = (
     "-O3",
     "-fno-trapping-math",
@@ -46,7 +60,16 @@ LIBRARY_FLAGS: tuple[str, ...] = ("-std=c++17", "-fPIC", "-shared", "-fvisibilit
 
 
 class NativeUnavailableError(OrtBackendError):
-    """No C++ compiler or no ONNX Runtime headers: the native kernels cannot be built."""
+    """No C++ compiler, no ONNX Runtime headers or no usable cache directory: the native
+    kernels cannot be built."""
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """What a build is and how long it takes, for the one notice a long build prints."""
+
+    what: str  # e.g. "the native ONNX Runtime kernel library"
+    duration: str  # e.g. "about a minute, once"
 
 
 @dataclass(frozen=True)
@@ -145,9 +168,7 @@ def toolchain() -> Toolchain:
 
 
 def cache_dir() -> Path:
-    configured = os.environ.get(ENV_CACHE)
-    base = Path(configured) if configured else Path.home() / ".cache" / "lossgrad_compiler"
-    return base / "ort"
+    return cache_root() / "ort"
 
 
 def cache_key(source: str, tools: Toolchain, flags: Sequence[str]) -> str:
@@ -164,29 +185,57 @@ def build_shared_library(
     flags: Sequence[str] = OPTIMIZE_FLAGS,
     directory: Path | None = None,
     tools: Toolchain | None = None,
+    announce: Announcement | None = None,
 ) -> Path:
-    """The shared library built from `source` with `flags` (cached; built on first use)."""
+    """The shared library built from `source` with `flags` (cached; built on first use, and
+    again when the cached file no longer matches its manifest). With `announce`, a build
+    says on stderr what it builds, why and how long it takes; a cache hit prints nothing."""
     tools = tools or toolchain()
     all_flags = (*LIBRARY_FLAGS, *tools.arch_flags, *flags)
     key = cache_key(source, tools, all_flags)
     directory = directory or cache_dir()
-    library = directory / f"{name}-{key[:24]}.so"
-    if library.is_file():
+    stem = f"{name}-{key[:24]}"
+    library = directory / f"{stem}.so"
+    manifest = directory / f"{stem}.manifest.json"
+    if manifest_problem(manifest) is None:
         return library
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / f"{name}-{key[:24]}.lock", "w") as lock:
+    try:
+        prepare_cache_dir(directory)
+        lock = open(directory / f"{stem}.lock", "w")  # noqa: SIM115 (closed by `with` below)
+    except CacheDirError as err:
+        raise NativeUnavailableError(str(err)) from None
+    except OSError as err:
+        raise NativeUnavailableError(cache_dir_problem(err, directory)) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent builder of the same key finishes first
-        if library.is_file():
+        problem = manifest_problem(manifest)
+        if problem is None:
             return library
-        _compile(source, library, tools, all_flags)
+        if library.exists():
+            why = f"the cached copy cannot be used: {problem}"
+        else:
+            why = "not in the cache yet: first use, or the kernels, compiler or headers changed"
+        notice = (
+            build_notice(f"{announce.what} {library}", why, announce.duration)
+            if announce
+            else nullcontext()
+        )
+        try:
+            with notice:
+                _compile(source, library, tools, all_flags)
+            write_manifest(manifest, {library.name: library})
+        except OSError as err:
+            raise NativeUnavailableError(cache_dir_problem(err, directory)) from None
     return library
 
 
 def _compile(source: str, library: Path, tools: Toolchain, flags: Sequence[str]) -> None:
+    """Compile into a temporary file renamed over `library` (a process that has the old file
+    loaded keeps its copy)."""
     directory = library.parent
     source_path = library.with_suffix(".cc")
-    _write_atomically(source_path, source.encode("utf-8"))
-    fd, temporary = tempfile.mkstemp(prefix=library.stem, suffix=".so.tmp", dir=directory)
+    write_atomically(source_path, source.encode("utf-8"))
+    fd, temporary = tempfile.mkstemp(prefix=f".{library.stem}.", suffix=".so.tmp", dir=directory)
     os.close(fd)
     command = [*tools.compiler, *flags, "-I", str(tools.include), str(source_path), "-o", temporary]
     try:
@@ -199,15 +248,3 @@ def _compile(source: str, library: Path, tools: Toolchain, flags: Sequence[str])
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise

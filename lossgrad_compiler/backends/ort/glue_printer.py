@@ -13,7 +13,11 @@ from lossgrad_compiler.backends.ort.cxx_text import (
     cxx_identifier,
     cxx_string_literal,
 )
-from lossgrad_compiler.backends.ort.messages import attribute_messages, shape_messages
+from lossgrad_compiler.backends.ort.messages import (
+    attribute_messages,
+    shape_messages,
+    unknown_attribute_message,
+)
 from lossgrad_compiler.backends.ort.variants import (
     OPERAND_INDEX,
     KernelTypes,
@@ -33,65 +37,98 @@ def attrs_struct_name(op: spec.OperatorSpec) -> str:
     return f"Attrs_{cxx_identifier(op.name)}"
 
 
+def foreign_attribute_names(op: spec.OperatorSpec) -> list[str]:
+    """Names a node of `op` must not carry that its kernel can ask ORT about (ORT cannot list
+    a node's attributes): every attribute name of every ai.lossgrad operator and its usual
+    respellings, less `op`'s own names; sorted, so the first one present is the one spec
+    reports."""
+    names = {a.name for other in spec.OPERATORS.values() for a in other.attributes}
+    spellings: set[str] = set()
+    for name in names:
+        words = name.split("_")
+        spellings |= {
+            name,
+            name.upper(),
+            name.capitalize(),
+            "".join(words),
+            "-".join(words),
+            words[0] + "".join(w.capitalize() for w in words[1:]),
+            "".join(w.capitalize() for w in words),
+        }
+    return sorted(spellings - {a.name for a in op.attributes})
+
+
 def print_attribute_reader(op: spec.OperatorSpec) -> str:
-    """Messages, the attribute struct, and create/destroy functions of one op."""
+    """Messages, the attribute struct, and create/destroy functions of one op. The checks
+    run in the compiler's order: every attribute's ONNX type, then unknown names, then every
+    value (onnx.attributes.attributes_from_protos, spec.check_attributes)."""
     name = cxx_identifier(op.name)
     struct = attrs_struct_name(op)
     messages = []
     fields = []
-    reads = []
+    types = []
+    values = []
     for attribute in op.attributes:
         field = cxx_identifier(attribute.name)
+        read = f"v_{field}"
         texts = attribute_messages(op, attribute)
         messages += [m.cxx_function() for m in texts.values()]
         type_message, value_message = texts["type"].name, texts["value"].name
-        read = (
-            f"  {{\n    const AttrValue v = read_attribute(info, "
+        if attribute.kind is spec.AttrKind.FLOAT:
+            kind = "kFloat"
+        elif attribute.kind is spec.AttrKind.STRING:
+            kind = "kString"
+        else:
+            kind = "kInt"
+        types.append(
+            f"  const AttrValue {read} = read_attribute(info, "
             f"{cxx_string_literal(attribute.name)});\n"
+            f"  if ({read}.type != AttrType::kAbsent && {read}.type != AttrType::{kind})\n"
+            f"    return invalid({type_message}(onnx_attr_type_name({read}.type)));\n"
         )
         if attribute.kind is spec.AttrKind.FLOAT:
             fields.append(f"  double {field};  // the value, widened exactly")
             minimum = attribute.minimum if attribute.minimum is not None else float("-inf")
-            read += (
-                f"    if (v.type == AttrType::kAbsent) {{\n"
-                f"      a->{field} = {cxx_float_literal(float(attribute.default), 'double')};\n"
-                f"    }} else if (v.type != AttrType::kFloat) {{\n"
-                f"      return invalid({type_message}(onnx_attr_type_name(v.type)));\n"
-                f"    }} else {{\n"
-                f"      const double x = static_cast<double>(v.f);\n"
-                f"      if (std::isnan(x) || x < {cxx_float_literal(minimum, 'double')})\n"
-                f"        return invalid({value_message}(x));\n"
-                f"      a->{field} = x;\n    }}\n  }}\n"
+            values.append(
+                f"  if ({read}.type == AttrType::kAbsent) {{\n"
+                f"    a->{field} = {cxx_float_literal(float(attribute.default), 'double')};\n"
+                f"  }} else {{\n"
+                f"    const double x = static_cast<double>({read}.f);\n"
+                f"    if (std::isnan(x) || x < {cxx_float_literal(minimum, 'double')})\n"
+                f"      return invalid({value_message}(x));\n"
+                f"    a->{field} = x;\n  }}\n"
             )
+            continue
+        assert attribute.choices is not None
+        fields.append(f"  int {field};  // index among the choices")
+        default_index = attribute.choices.index(attribute.default)
+        if attribute.kind is spec.AttrKind.STRING:
+            member = f"{read}.s"
+            choices = ", ".join(cxx_string_literal(str(c)) for c in attribute.choices)
+            decl = f"static const char* const choices[] = {{{choices}}};"
         else:
-            assert attribute.choices is not None
-            fields.append(f"  int {field};  // index among the choices")
-            default_index = attribute.choices.index(attribute.default)
-            if attribute.kind is spec.AttrKind.STRING:
-                kind, member, render = "kString", "v.s", "v.s"
-                choices = ", ".join(cxx_string_literal(str(c)) for c in attribute.choices)
-                decl = f"static const char* const choices[] = {{{choices}}};"
-                test = "v.s == choices[k]"
-            else:
-                kind, member, render = "kInt", "v.i", "v.i"
-                choices = ", ".join(f"int64_t{{{int(c)}}}" for c in attribute.choices)
-                decl = f"static const int64_t choices[] = {{{choices}}};"
-                test = "v.i == choices[k]"
-            del member
-            read += (
-                f"    if (v.type == AttrType::kAbsent) {{\n"
-                f"      a->{field} = {default_index};\n"
-                f"    }} else if (v.type != AttrType::{kind}) {{\n"
-                f"      return invalid({type_message}(onnx_attr_type_name(v.type)));\n"
-                f"    }} else {{\n"
-                f"      {decl}\n"
-                f"      int found = -1;\n"
-                f"      for (int k = 0; k < {len(attribute.choices)}; ++k)\n"
-                f"        if ({test}) found = k;\n"
-                f"      if (found < 0) return invalid({value_message}({render}));\n"
-                f"      a->{field} = found;\n    }}\n  }}\n"
-            )
-        reads.append(read)
+            member = f"{read}.i"
+            choices = ", ".join(f"int64_t{{{int(c)}}}" for c in attribute.choices)
+            decl = f"static const int64_t choices[] = {{{choices}}};"
+        values.append(
+            f"  if ({read}.type == AttrType::kAbsent) {{\n"
+            f"    a->{field} = {default_index};\n"
+            f"  }} else {{\n"
+            f"    {decl}\n"
+            f"    int found = -1;\n"
+            f"    for (int k = 0; k < {len(attribute.choices)}; ++k)\n"
+            f"      if ({member} == choices[k]) found = k;\n"
+            f"    if (found < 0) return invalid({value_message}({member}));\n"
+            f"    a->{field} = found;\n  }}\n"
+        )
+    unknown = unknown_attribute_message(op)
+    messages.append(unknown.cxx_function())
+    foreign = ", ".join(cxx_string_literal(n) for n in foreign_attribute_names(op))
+    probe = (
+        f"  static const char* const foreign[] = {{{foreign}}};\n"
+        "  for (const char* other : foreign)\n"
+        f"    if (attribute_present(info, other)) return invalid({unknown.name}(other));\n"
+    )
     return (
         "".join(messages)
         + f"struct {struct} {{\n"
@@ -99,7 +136,9 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
         + "\n};\n"
         + f"OrtStatus* create_{name}(const OrtKernelInfo* info, void** kernel) {{\n"
         + f"  auto a = std::make_unique<{struct}>();\n"
-        + "".join(reads)
+        + "".join(types)
+        + probe
+        + "".join(values)
         + "  *kernel = a.release();\n  return nullptr;\n}\n"
         + f"void destroy_{name}(void* kernel) {{ delete static_cast<{struct}*>(kernel); }}\n"
     )

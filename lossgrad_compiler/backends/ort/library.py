@@ -17,6 +17,7 @@ from lossgrad_compiler.backends.ort.glue_printer import (
     print_registration,
     print_shape_checks,
 )
+from lossgrad_compiler.backends.ort.messages import print_message_tables
 from lossgrad_compiler.backends.ort.variant_printer import Variant
 from lossgrad_compiler.backends.ort.variants import kernel_signatures, lowered_variants
 
@@ -45,6 +46,7 @@ _PRELUDE = """\
 
 namespace lossgrad {
 constexpr int kMaxRank = %d;  // spec.MAX_RANK
+constexpr int kOpsetVersion = %d;  // spec.OPSET_VERSION
 }  // namespace lossgrad
 """
 
@@ -99,7 +101,7 @@ def library_source() -> str:
                 kernel, params = variants.add(lowered.variant)
                 slots[key] = (kernel, params, lowered.variant.parameters)
             glue.append(print_compute(op, types, slots))
-    parts = [_PRELUDE % spec.MAX_RANK]
+    parts = [_PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION), print_message_tables()]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]
     parts.append("namespace lossgrad {\nnamespace variants {\n")
     parts += variants.texts

@@ -10,6 +10,7 @@ generation fails loudly instead of printing a wrong message."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -210,3 +211,42 @@ def attribute_messages(op: spec.OperatorSpec, attribute: spec.AttributeSpec) -> 
     error = _raised(lambda: attribute.check(op.name, value))
     out["value"] = message_from(f"{prefix}_value", error, [sentinel])
     return out
+
+
+def unknown_attribute_message(op: spec.OperatorSpec) -> Message:
+    """An attribute `op` does not have (spec names it as written, not as a repr)."""
+    name = "lossgrad_sentinel_attribute"
+    error = _raised(lambda: spec.check_attributes(op, {name: 1}))
+    return message_from(
+        f"{cxx_identifier(op.name)}_unknown_attribute",
+        error,
+        [Sentinel(name, Slot("name", "text"))],
+    )
+
+
+def unprintable_ranges() -> list[tuple[int, int]]:
+    """The code point ranges for which this Python's str.isprintable() is false (control,
+    format, separator, surrogate, private-use and unassigned characters): repr escapes them."""
+    ranges: list[tuple[int, int]] = []
+    for cp in range(0x110000):
+        if chr(cp).isprintable():
+            continue
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
+    return ranges
+
+
+def print_message_tables() -> str:
+    """C++ data the message renderers (cxx/messages.h) need, taken from this Python."""
+    rows = [f"{{0x{a:x}, 0x{b:x}}}" for a, b in unprintable_ranges()]
+    lines = [", ".join(rows[i : i + 6]) + "," for i in range(0, len(rows), 6)]
+    return (
+        "namespace lossgrad {\n"
+        f"// Code points repr() escapes: str.isprintable() is false (Unicode "
+        f"{unicodedata.unidata_version}).\n"
+        "constexpr uint32_t kUnprintable[][2] = {\n    "
+        + "\n    ".join(lines)
+        + "\n};\n}  // namespace lossgrad\n"
+    )

@@ -22,19 +22,36 @@ inline OrtStatus* failure(const std::string& message) {
   } while (0)
 
 // ------------------------------------------------------------------------------ attributes
+//
+// What a custom-op kernel can learn about its node's attributes (ORT 1.21-1.31, API 21-31):
+// only what it asks for by name. OrtKernelInfo has typed getters (KernelInfoGetAttribute_int64,
+// _float, _string, _tensor, and the list getters KernelInfoGetAttributeArray_int64/_float) and
+// no call that lists a node's attributes or reports an attribute's ONNX type; the schema ORT
+// builds for custom ops allows unchecked attributes (AllowUncheckedAttributes in
+// custom_ops.cc); ORT resolves every ai.lossgrad import >= 1 to that schema's since-version,
+// so the model's opset version never reaches the kernel either. Hence:
+//  * the type: the scalar getters check the attribute's ONNX type (INT, FLOAT, STRING,
+//    TENSOR); the list getters do not (any present attribute answers with its ints or
+//    floats), but ORT's loader rejects an attribute whose data field is not of its type, so
+//    a non-empty list is an INTS or a FLOATS. Presence is exact; what remains (STRINGS,
+//    GRAPH, TENSORS, ..., or an empty list) is reported as such, never as a wrong type;
+//  * unknown names: every name spec gives any ai.lossgrad attribute, and its usual
+//    respellings, is asked for; another name cannot be seen (the Python entry points, which
+//    read the whole NodeProto, reject it).
 
-// The ONNX type of a node attribute, found by asking ORT for each type in turn (ORT answers
-// "type does not match" and "no such attribute" with the same status code).
-enum class AttrType { kAbsent, kInt, kFloat, kString, kInts, kFloats, kTensor };
+// The ONNX type of a node attribute as far as the kernel API shows it.
+enum class AttrType { kAbsent, kInt, kFloat, kString, kTensor, kInts, kFloats, kUnreadable };
 
 inline const char* onnx_attr_type_name(AttrType t) {
   switch (t) {
     case AttrType::kInt: return "INT";
     case AttrType::kFloat: return "FLOAT";
     case AttrType::kString: return "STRING";
+    case AttrType::kTensor: return "TENSOR";
     case AttrType::kInts: return "INTS";
     case AttrType::kFloats: return "FLOATS";
-    case AttrType::kTensor: return "TENSOR";
+    case AttrType::kUnreadable:
+      return "STRINGS or another list or graph type (ONNX Runtime does not tell kernels which)";
     default: return "UNDEFINED";
   }
 }
@@ -43,7 +60,7 @@ struct AttrValue {
   AttrType type = AttrType::kAbsent;
   int64_t i = 0;
   float f = 0.0f;
-  std::string s;
+  std::string s;  // every byte of a STRING, NULs included
 };
 
 inline bool succeeded(OrtStatus* status) {
@@ -52,43 +69,61 @@ inline bool succeeded(OrtStatus* status) {
   return false;
 }
 
-// A size query succeeds for an array of either element type: read it to know the type.
-template <class T, class Getter>
-inline bool is_array(const OrtKernelInfo* info, const char* name, Getter get) {
-  size_t size = 0;
-  if (!succeeded(get(info, name, nullptr, &size))) return false;
-  std::vector<T> values(std::max<size_t>(size, 1));
-  size = values.size();
-  return succeeded(get(info, name, values.data(), &size));
+// The number of elements a list getter reports, or false when the node has no attribute of
+// this name (the only case in which ORT's list getters fail a size query).
+template <class Getter>
+inline bool list_size(const OrtKernelInfo* info, const char* name, Getter get, size_t* size) {
+  *size = 0;
+  return succeeded(get(info, name, nullptr, size));
 }
 
-// Attribute types ORT cannot report (STRINGS, GRAPH, ...) read as absent here; the Python
-// session helper checks every attribute with spec before ORT sees the model.
+inline bool attribute_present(const OrtKernelInfo* info, const char* name) {
+  size_t size = 0;
+  return list_size(info, name, g_api->KernelInfoGetAttributeArray_int64, &size);
+}
+
+inline bool read_string(const OrtKernelInfo* info, const char* name, std::string* out) {
+  size_t size = 0;  // the value's length + 1
+  if (!succeeded(g_api->KernelInfoGetAttribute_string(info, name, nullptr, &size)) || size == 0)
+    return false;
+  std::vector<char> buf(size, '\0');
+  if (!succeeded(g_api->KernelInfoGetAttribute_string(info, name, buf.data(), &size)) ||
+      size == 0 || size > buf.size())
+    return false;
+  out->assign(buf.data(), size - 1);
+  return true;
+}
+
+inline bool is_tensor(const OrtKernelInfo* info, const char* name) {
+  OrtAllocator* allocator = nullptr;
+  OrtValue* tensor = nullptr;
+  if (!succeeded(g_api->GetAllocatorWithDefaultOptions(&allocator)) ||
+      !succeeded(g_api->KernelInfoGetAttribute_tensor(info, name, allocator, &tensor)))
+    return false;
+  g_api->ReleaseValue(tensor);
+  return true;
+}
+
 inline AttrValue read_attribute(const OrtKernelInfo* info, const char* name) {
   AttrValue v;
-  size_t size = 0;
-  if (succeeded(g_api->KernelInfoGetAttribute_int64(info, name, &v.i))) {
+  size_t ints = 0;
+  size_t floats = 0;
+  if (!list_size(info, name, g_api->KernelInfoGetAttributeArray_int64, &ints)) return v;
+  if (ints > 0) {
+    v.type = AttrType::kInts;
+  } else if (succeeded(g_api->KernelInfoGetAttribute_int64(info, name, &v.i))) {
     v.type = AttrType::kInt;
   } else if (succeeded(g_api->KernelInfoGetAttribute_float(info, name, &v.f))) {
     v.type = AttrType::kFloat;
-  } else if (succeeded(g_api->KernelInfoGetAttribute_string(info, name, nullptr, &size))) {
-    std::vector<char> buf(size + 1, '\0');
-    if (succeeded(g_api->KernelInfoGetAttribute_string(info, name, buf.data(), &size))) {
-      v.type = AttrType::kString;
-      v.s.assign(buf.data(), strnlen(buf.data(), size));
-    }
-  } else if (is_array<int64_t>(info, name, g_api->KernelInfoGetAttributeArray_int64)) {
-    v.type = AttrType::kInts;
-  } else if (is_array<float>(info, name, g_api->KernelInfoGetAttributeArray_float)) {
+  } else if (read_string(info, name, &v.s)) {
+    v.type = AttrType::kString;
+  } else if (list_size(info, name, g_api->KernelInfoGetAttributeArray_float, &floats) &&
+             floats > 0) {
     v.type = AttrType::kFloats;
+  } else if (is_tensor(info, name)) {
+    v.type = AttrType::kTensor;
   } else {
-    OrtAllocator* allocator = nullptr;
-    OrtValue* tensor = nullptr;
-    if (succeeded(g_api->GetAllocatorWithDefaultOptions(&allocator)) &&
-        succeeded(g_api->KernelInfoGetAttribute_tensor(info, name, allocator, &tensor))) {
-      v.type = AttrType::kTensor;
-      g_api->ReleaseValue(tensor);
-    }
+    v.type = AttrType::kUnreadable;
   }
   return v;
 }
@@ -365,8 +400,10 @@ inline CustomOp make_custom_op(const char* name,
     k->destroy(k->state);
     delete k;
   };
-  op.GetStartVersion = [](const OrtCustomOp*) { return 1; };
-  op.GetEndVersion = [](const OrtCustomOp*) { return 2147483647; };
+  // The one ai.lossgrad version. ORT compares it with the since-version of its own schema
+  // (1 for every import), so it documents the kernels rather than rejecting other imports.
+  op.GetStartVersion = [](const OrtCustomOp*) { return kOpsetVersion; };
+  op.GetEndVersion = [](const OrtCustomOp*) { return kOpsetVersion; };
   return op;
 }
 

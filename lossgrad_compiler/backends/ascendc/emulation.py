@@ -9,6 +9,8 @@ raises EmulatorViolation with the emulator's message.
 
 from __future__ import annotations
 
+import operator
+import signal
 import struct
 import subprocess
 import tempfile
@@ -45,6 +47,10 @@ def flag_null_input(k: int) -> int:
 
 class EmulatorViolation(RuntimeError):
     """A kernel broke a rule of the hardware (the emulator's one-line message)."""
+
+
+class EmulatorRunnerError(RuntimeError):
+    """The runner process did not start or did not finish (a signal, an exit status)."""
 
 
 class AclnnError(LossGradError):
@@ -174,15 +180,41 @@ def run_raw(runner: Path, cases: Sequence[RawCase]) -> list[RawResult]:
                 f.write(_tensor_bytes(None, c.out_dtype, c.out_shape))
                 f.write(struct.pack("<qBd", c.reduction, int(c.log_target), c.beta))
                 f.write(struct.pack("<IQ", c.cores, c.ub_bytes))
-        done = subprocess.run(
-            [str(runner), str(case_file), str(result_file)],
-            capture_output=True, text=True, timeout=1800, check=False,
-        )  # fmt: skip
+        try:
+            done = subprocess.run(
+                [str(runner), str(case_file), str(result_file)],
+                capture_output=True, text=True, errors="replace", timeout=1800, check=False,
+            )  # fmt: skip
+        except OSError as err:
+            raise EmulatorRunnerError(
+                f"the Ascend C emulation runner {runner} could not start: {err.strerror or err}"
+            ) from None
         if done.returncode == VIOLATION_EXIT:
             raise EmulatorViolation(done.stderr.strip())
         if done.returncode != 0:
-            raise RuntimeError(f"the Ascend C emulation runner failed: {done.stderr[-2000:]}")
+            raise EmulatorRunnerError(
+                f"the Ascend C emulation runner {runner} failed: "
+                f"{how_it_ended(done.returncode)}; {stderr_tail(done.stderr)}"
+            )
         return _read_results(result_file.read_bytes(), cases)
+
+
+def how_it_ended(returncode: int) -> str:
+    """How a process ended, e.g. "killed by SIGSEGV (Segmentation fault)" or "exit status 3"."""
+    if returncode < 0:
+        try:
+            number = signal.Signals(-returncode)
+        except ValueError:
+            return f"killed by signal {-returncode}"
+        return f"killed by {number.name} ({signal.strsignal(number)})"
+    return f"exit status {returncode}"
+
+
+def stderr_tail(stderr: str, limit: int = 2000) -> str:
+    text = stderr.strip()
+    if not text:
+        return "nothing on stderr"
+    return "stderr: " + (text if len(text) <= limit else "..." + text[-limit:])
 
 
 def _read_results(data: bytes, cases: Sequence[RawCase]) -> list[RawResult]:
@@ -230,9 +262,29 @@ def raw_case(
         log_target=bool(attrs.get("log_target", 0)),
         beta=float(attrs.get("beta", 0.0)),
         signature=compiled.index,
-        cores=cores or compiled.soc.vector_cores,
+        cores=compiled.soc.vector_cores if cores is None else cores,
         ub_bytes=compiled.soc.ub_bytes,
     )
+
+
+def checked_block_dim(op_type: str, block_dim: object, soc: Soc) -> int | None:
+    """`block_dim`, the vector cores the call may use (the core count its tiling function
+    sees): None for all of the SoC's, else an integer from 1 to that count. A launch on 0
+    cores is invalid in CANN, so 0 is refused like any other value outside the range."""
+    if block_dim is None:
+        return None
+    rule = (
+        f"must be an integer from 1 to {soc.vector_cores} (the vector cores of {soc.name}), "
+        "or None for all of them"
+    )
+    if isinstance(block_dim, bool) or not hasattr(type(block_dim), "__index__"):
+        raise InvalidArgumentError(
+            op_type, "block_dim", f"{rule}; got {block_dim!r} ({type(block_dim).__name__})"
+        )
+    value = operator.index(block_dim)
+    if not 1 <= value <= soc.vector_cores:
+        raise InvalidArgumentError(op_type, "block_dim", f"{rule}; got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -246,15 +298,18 @@ class Call:
 
 
 def emulate_calls(calls: Sequence[Call], soc: str = DEFAULT_SOC) -> list[np.ndarray]:
-    """Run many calls (any operators and signatures): one build, one runner process."""
+    """Run many calls (any operators and signatures): one build, one runner process.
+    Every call is validated (spec, SoC, block_dim) before anything is compiled."""
     arrays = [_arrays(c.inputs) for c in calls]
     checked = [_checked(c.op_type, a, c.attrs) for c, a in zip(calls, arrays, strict=True)]
+    target = soc_named(soc)
+    block_dims = [checked_block_dim(c.op_type, c.block_dim, target) for c in calls]
     if not calls:
         return []
     compiled = compile_signatures(checked, soc)
     cases = [
-        raw_case(ch, a, co, c.block_dim)
-        for ch, a, co, c in zip(checked, arrays, compiled, calls, strict=True)
+        raw_case(ch, a, co, b)
+        for ch, a, co, b in zip(checked, arrays, compiled, block_dims, strict=True)
     ]
     results = run_raw(compiled[0].runner, cases)
     for result in results:
@@ -271,6 +326,7 @@ def emulate(
     block_dim: int | None = None,
 ) -> np.ndarray:
     """The result of one call computed by the emulated Ascend C kernel (reference.evaluate's
-    call shape). float64 raises UnsupportedByBackendError; an invalid call raises the
-    spec's LossGradError before anything is compiled."""
+    call shape) on `block_dim` vector cores (default: all of the SoC's). float64 raises
+    UnsupportedByBackendError; an invalid call, SoC or block_dim raises a LossGradError
+    (aclnn 161002 for the latter two) before anything is compiled."""
     return emulate_calls([Call(op_type, inputs, dict(attrs or {}), block_dim)], soc)[0]

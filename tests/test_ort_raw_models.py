@@ -1,0 +1,270 @@
+"""Raw models loaded straight into ONNX Runtime with the kernel library registered (no
+prepare_model, no session()): the kernels apply the compiler's attribute rules to every
+attribute ORT lets a custom-op kernel see, with the compiler's messages and aclnn codes.
+
+ONNX Runtime hides three things from a custom-op kernel (see cxx/glue.h): the model's
+ai.lossgrad opset version, the names of attributes the kernel does not ask for, and the type
+of an attribute no kernel getter reads (STRINGS, GRAPH, ...). These tests pin down everything
+else, and what the kernels do about the three."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import AttributeProto, ModelProto, TensorProto, helper
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ort.glue_printer import foreign_attribute_names
+from lossgrad_compiler.backends.ort.library import library_source
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.onnx.attributes import attributes_from_protos
+from tests.ort_native_support import native_library, node_model
+
+F32 = np.float32
+SHAPES = ((), (3,), (3,))
+TENSOR = helper.make_tensor("t", TensorProto.FLOAT, [1], [1.0])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _library() -> None:
+    native_library()
+
+
+def raw_model(op_type: str, attributes: list[AttributeProto]) -> ModelProto:
+    """One node carrying exactly `attributes` (no builder checks, no defaults written)."""
+    model = node_model(op_type, {}, (F32,) * 3, SHAPES, write_attributes=False)
+    del model.graph.node[0].attribute[:]
+    model.graph.node[0].attribute.extend(attributes)
+    return model
+
+
+def raw_session(model: ModelProto) -> ort.InferenceSession:
+    """What a user does without the project's helpers: register the library, load the model."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.register_custom_ops_library(native_library())
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def compiler_message(op_type: str, attributes: list[AttributeProto]) -> str | None:
+    """The compiler's error for these attributes (None when it accepts them)."""
+    try:
+        attributes_from_protos(op_type, attributes)
+    except LossGradError as err:
+        return str(err)
+    return None
+
+
+def kernel_message(op_type: str, attributes: list[AttributeProto]) -> str | None:
+    """The kernel library's error at session creation (None when the session runs)."""
+    try:
+        sess = raw_session(raw_model(op_type, attributes))
+    except Exception as err:  # onnxruntime's Fail/RuntimeException: the status's text
+        text = str(err)
+        match = re.search(r"Exception during initialization: (.*)$", text, re.S)
+        assert match, text
+        return match.group(1).strip()
+    feeds = {"go": np.ones((), F32), "x": np.ones(3, F32), "t": np.full(3, 0.5, F32)}
+    sess.run(None, feeds)
+    return None
+
+
+def assert_same_verdict(op_type: str, attributes: list[AttributeProto]) -> None:
+    expected = compiler_message(op_type, attributes)
+    assert kernel_message(op_type, attributes) == expected
+    if expected is not None:
+        assert "[aclnn 161002 ACLNN_ERR_PARAM_INVALID]" in expected
+
+
+def attr(name: str, value: object, attr_type: int | None = None) -> AttributeProto:
+    return helper.make_attribute(name, value, attr_type=attr_type)
+
+
+# ------------------------------------------------------------------ string values, whole
+
+
+@pytest.mark.parametrize(
+    "value", [b"none\x00x", b"mean\x00", b"\x00sum", b"none\x00", b"sum\x00\x00"]
+)
+def test_string_with_nul_is_read_whole(value: bytes) -> None:
+    """The value is the attribute's bytes (ORT returns their length), not a C string that
+    stops at the first NUL: "none\\0x" is not "none"."""
+    assert_same_verdict("KlDivBackward", [attr("reduction", value)])
+
+
+@settings(max_examples=60)
+@given(value=st.binary(max_size=12))
+def test_any_reduction_bytes_same_verdict_as_compiler(value: bytes) -> None:
+    """Arbitrary bytes, malformed UTF-8 included: accepted exactly when the compiler accepts
+    them, else the compiler's message (Python's repr of the replace-decoded text)."""
+    assert_same_verdict("SmoothL1LossBackward", [attr("reduction", value)])
+
+
+@settings(max_examples=60)
+@given(value=st.text(max_size=6))
+def test_any_reduction_text_same_verdict_as_compiler(value: str) -> None:
+    """Any Unicode text, unprintable and unassigned code points included: the message shows
+    it as Python's repr does (\\x, \\u, \\U escapes)."""
+    assert_same_verdict("KlDivTargetBackward", [attr("reduction", value.encode("utf-8"))])
+
+
+# ------------------------------------------------------------------ attribute types
+
+
+@pytest.mark.parametrize(
+    "op_type,attribute",
+    [
+        ("KlDivBackward", attr("reduction", [1, 2])),
+        ("KlDivBackward", attr("reduction", [0.5, 1.0])),
+        ("KlDivBackward", attr("log_target", [1])),
+        ("KlDivBackward", attr("log_target", [1.0])),
+        ("SmoothL1LossBackward", attr("beta", [0.5])),
+        ("SmoothL1LossBackward", attr("beta", [1, 2])),
+        ("SmoothL1LossBackward", attr("beta", "0.5")),
+        ("SmoothL1LossBackward", attr("beta", 1)),
+        ("KlDivTargetBackward", attr("reduction", 2)),
+        ("KlDivTargetBackward", attr("reduction", 2.0)),
+        ("KlDivTargetBackward", attr("log_target", "1")),
+        (
+            "KlDivTargetBackward",
+            attr("log_target", helper.make_tensor("t", TensorProto.FLOAT, [1], [1.0])),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else AttributeProto.AttributeType.Name(v.type),
+)
+def test_wrong_type_named_exactly(op_type: str, attribute: AttributeProto) -> None:
+    """Every type ORT lets a kernel read is named as the compiler names it: INT, FLOAT,
+    STRING, TENSOR, and non-empty INTS and FLOATS (ORT's loader rejects an attribute whose
+    data is not of its declared type, so a non-empty list is of that list's type)."""
+    assert_same_verdict(op_type, [attribute])
+
+
+@pytest.mark.parametrize(
+    "attribute",
+    [
+        attr("reduction", ["mean"]),
+        attr("reduction", ["mean", "sum"]),
+        attr("reduction", [], attr_type=AttributeProto.STRINGS),
+        attr("reduction", [], attr_type=AttributeProto.INTS),
+        attr("reduction", [TENSOR]),
+    ],
+    ids=["strings", "two_strings", "empty_strings", "empty_ints", "tensors"],
+)
+def test_unreadable_list_type_is_not_misnamed(attribute: AttributeProto) -> None:
+    """ORT gives kernels no getter for STRINGS (nor TENSORS, GRAPH, ...) and reads every
+    present attribute as an empty INTS; the kernel rejects it with the compiler's rule and
+    says it is STRINGS or another type it cannot see, never a wrong type such as INTS."""
+    expected = compiler_message("KlDivBackward", [attribute])
+    assert expected is not None
+    rule = expected.split(", got ")[0]
+    got = kernel_message("KlDivBackward", [attribute])
+    assert got is not None
+    assert got.startswith(rule + ", got STRINGS or another list or graph type"), got
+    assert got.endswith("[aclnn 161002 ACLNN_ERR_PARAM_INVALID]"), got
+
+
+# ------------------------------------------------------------------ unknown attributes
+
+
+def foreign(op_type: str) -> list[str]:
+    return foreign_attribute_names(spec.operator(op_type))
+
+
+@pytest.mark.parametrize(
+    "op_type,name,value",
+    [
+        ("KlDivBackward", "beta", 0.5),
+        ("KlDivTargetBackward", "beta", 1.0),
+        ("SmoothL1LossBackward", "log_target", 1),
+        ("KlDivBackward", "logTarget", 1),
+        ("KlDivBackward", "LogTarget", 1),
+        ("KlDivBackward", "logtarget", 1),
+        ("KlDivBackward", "log-target", 1),
+        ("KlDivBackward", "LOG_TARGET", 1),
+        ("SmoothL1LossBackward", "Beta", 0.5),
+        ("SmoothL1LossBackward", "Reduction", "sum"),
+        ("SmoothL1LossBackward", "REDUCTION", "sum"),
+    ],
+)
+def test_foreign_attribute_rejected(op_type: str, name: str, value: object) -> None:
+    """Another operator's attribute, or a respelling of any spec attribute, would otherwise
+    be ignored and the kernel would run with the default: rejected with the compiler's
+    message."""
+    assert name in foreign(op_type)
+    assert_same_verdict(op_type, [attr("reduction", "sum"), attr(name, value)])
+
+
+def test_foreign_names_are_every_spelling_of_every_spec_attribute() -> None:
+    names = {a.name for op in spec.OPERATORS.values() for a in op.attributes}
+    for op in spec.OPERATORS.values():
+        probed = set(foreign_attribute_names(op))
+        own = {a.name for a in op.attributes}
+        assert not probed & own
+        assert names - own <= probed
+        assert probed == set(sorted(probed))
+
+
+@pytest.mark.parametrize(
+    "op_type,attributes",
+    [
+        # A wrong type is reported before an unknown name, an unknown name before a value.
+        ("KlDivBackward", [attr("reduction", "bad"), attr("log_target", 1.0)]),
+        ("KlDivBackward", [attr("beta", 1.0), attr("log_target", 1.0)]),
+        ("KlDivBackward", [attr("reduction", "bad"), attr("beta", 1.0)]),
+        ("SmoothL1LossBackward", [attr("beta", -1.0), attr("log_target", 1), attr("Beta", 1.0)]),
+        ("SmoothL1LossBackward", [attr("reduction", "batchmean"), attr("beta", float("nan"))]),
+    ],
+)
+def test_several_errors_reported_in_the_compilers_order(
+    op_type: str, attributes: list[AttributeProto]
+) -> None:
+    assert_same_verdict(op_type, attributes)
+
+
+@settings(max_examples=40)
+@given(
+    op_type=st.sampled_from(list(spec.OPERATORS)),
+    reduction=st.sampled_from(["none", "mean", "sum", "batchmean", "avg", None]),
+    log_target=st.sampled_from([0, 1, 2, 1.0, None]),
+    beta=st.sampled_from([0.0, 0.5, -1.0, 2, None]),
+    extra=st.sampled_from([None, "Beta", "logTarget", "REDUCTION", "beta", "log_target"]),
+)
+def test_attribute_combinations_same_verdict_as_compiler(
+    op_type: str, reduction: object, log_target: object, beta: object, extra: str | None
+) -> None:
+    """Valid and invalid combinations, in spec's order on the node: the kernel accepts what
+    the compiler accepts and otherwise says what it says."""
+    attributes = []
+    for name, value in (("reduction", reduction), ("log_target", log_target), ("beta", beta)):
+        if value is not None:
+            attributes.append(attr(name, value))
+    if extra is not None and extra not in {a.name for a in attributes}:
+        attributes.append(attr(extra, 1))
+    assert_same_verdict(op_type, attributes)
+
+
+# ------------------------------------------------------------------ opset version
+
+
+def test_registration_declares_only_opset_version_1() -> None:
+    """Each custom op claims versions [1, 1] of ai.lossgrad, the only version that exists.
+    ONNX Runtime matches kernels against the since-version of the schema it builds (always
+    1), not against the model's import, so this does not by itself reject an opset-2 model;
+    the declaration says what the kernels implement."""
+    source = library_source()
+    assert f"constexpr int kOpsetVersion = {spec.OPSET_VERSION};" in source
+    assert "op.GetStartVersion = [](const OrtCustomOp*) { return kOpsetVersion; };" in source
+    assert "op.GetEndVersion = [](const OrtCustomOp*) { return kOpsetVersion; };" in source
+
+
+def test_valid_raw_model_runs() -> None:
+    model = raw_model("KlDivBackward", [attr("reduction", "sum"), attr("log_target", 0)])
+    out = raw_session(model).run(
+        None, {"go": np.ones((), F32), "x": np.ones(3, F32), "t": np.full(3, 0.5, F32)}
+    )[0]
+    np.testing.assert_array_equal(out, np.full(3, -0.5, F32))
