@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import spec
 from lossgrad_compiler.context import make_context
 from tests.helpers.cases import make_case, mixed_dtype_combinations, standard_cases
+from tests.helpers.ir import lossgrad_ops
 from tests.test_lowering_interpreter import build_module
 
 
@@ -74,7 +75,7 @@ def run_mlir_opt(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 def level2_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     modules = lowered_modules()
     text = "\n// -----\n".join(str(m) for _, m in modules)
-    assert "lossgrad." not in text
+    assert not lossgrad_ops(text)
     path = tmp_path_factory.mktemp("level2") / "lowered.mlir"
     path.write_text(text)
     return path, [label for label, _ in modules]
