@@ -16,7 +16,7 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.body_translator import TranslationError
 from lossgrad_compiler.backends.ascendc.cann_kernels import sample_in_half
 from lossgrad_compiler.backends.ascendc.report import kernel_report, main, report_cases
-from lossgrad_compiler.backends.ascendc.soc import SOCS
+from lossgrad_compiler.dialects.ascendc.soc import SOCS
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
 

@@ -29,9 +29,9 @@ from lossgrad_compiler.backends.ascendc.cann_kernels import (
 )
 from lossgrad_compiler.backends.ascendc.host_printer import block_elements
 from lossgrad_compiler.backends.ascendc.project import lower_to_ascendc
-from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC
-from lossgrad_compiler.backends.ascendc.soc import soc as soc_named
 from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
+from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 

@@ -24,7 +24,7 @@ from lossgrad_compiler.backends.ascendc.kernel_printer import (
     print_tiling_header,
 )
 from lossgrad_compiler.backends.ascendc.signature_info import sanitize, signature_info
-from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC
+from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import LossGradError
 
