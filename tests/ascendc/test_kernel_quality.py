@@ -12,8 +12,7 @@ from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
 from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 from xdsl.utils.exceptions import DiagnosticException
 
-from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc.body_translator import TranslationError
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.ascendc.cann_kernels import sample_in_half
 from lossgrad_compiler.backends.ascendc.report import kernel_report, main, report_cases
 from lossgrad_compiler.dialects.ascendc.soc import SOCS
@@ -134,20 +133,31 @@ def test_float64_is_refused_naming_the_backends_that_can() -> None:
         _convert(LEVEL2_F64)
 
 
+def _with_body(body: str) -> str:
+    return LEVEL2_F64.replace("f64", "f32").replace("%m = arith.mulf %a, %c : f32", body)
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("%m = math.sqrt %a : f32", "math.sqrt: is not a level-2 body op"),
+        ("%m = math.sqrt %a : f32", "'math.sqrt': is not a level-2 body op"),
         (
             "%k = arith.cmpf ueq, %a, %c : f32\n    %m = arith.select %k, %a, %c : f32",
-            "predicate ueq has no CMPMODE",
+            "predicate 'ueq' is not level 2",
         ),
     ],
 )
 def test_ops_outside_the_level2_list_are_errors(body: str, message: str) -> None:
-    text = LEVEL2_F64.replace("f64", "f32").replace("%m = arith.mulf %a, %c : f32", body)
-    with pytest.raises(TranslationError, match=message):
-        _convert(text)
+    with pytest.raises(level2.Level2ContractError, match=message):
+        _convert(_with_body(body))
+
+
+@pytest.mark.parametrize("predicate", ["ult", "ule", "ugt", "uge"])
+def test_a_level2_predicate_without_a_cmpmode_names_the_backends_that_can(predicate: str) -> None:
+    """Unordered comparisons are level 2, but no CMPMODE is true on NaN except NE."""
+    body = f"%k = arith.cmpf {predicate}, %a, %c : f32\n    %m = arith.select %k, %a, %c : f32"
+    with pytest.raises(UnsupportedByBackendError, match=f"predicate {predicate} has no CMPMODE"):
+        _convert(_with_body(body))
 
 
 def test_plan_refuses_a_ub_too_small_for_one_tile() -> None:
