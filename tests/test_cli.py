@@ -239,7 +239,8 @@ def test_ascendc_target_gets_one_level2_function_per_signature(tmp_path: Path, m
         "kl_div_backward__f32_f32_f32__0d_dxd_1xd__batchmean_log_target0",
         "smooth_l1_loss_backward__f32_f32_f32__0d_dxd_1xd__mean_beta0p5",
     ]
-    assert "lossgrad." not in str(module) and "linalg.generic" in str(module)
+    assert not any(op.name.startswith("lossgrad.") for op in module.walk())  # no op left
+    assert "linalg.generic" in str(module)
 
 
 def test_progress_bar_only_for_many_nodes():
