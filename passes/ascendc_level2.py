@@ -16,6 +16,7 @@ from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from lossgrad_compiler import level2, spec
+from lossgrad_compiler.errors import UnsupportedByBackendError
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,14 @@ def kernel_source(function: func.FuncOp) -> KernelSource | None:
     level2.verify_function(function)
     if level2.OP_TYPE_ATTR in function.attributes:
         analysed = level2.analyze_function(function)
+        if analysed.parameters:
+            raise UnsupportedByBackendError(
+                analysed.name,
+                level2.PARAMETERS_ATTR,
+                f"run-time parameters ({', '.join(analysed.parameters)}) are not supported by "
+                "the Ascend C backend: its tiling function computes n from the shapes and each "
+                "project compiles its attributes in; lower without runtime_parameters",
+            )
         return KernelSource(analysed.main, analysed.narrowing, analysed)
     return _without_identity(generics)
 
