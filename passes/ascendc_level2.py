@@ -25,7 +25,6 @@ class KernelSource:
 
     main: level2.Level2Generic
     narrowing: GenericOp | None  # the truncf-only generic after a sum, if any
-    function: level2.Level2Function | None  # None: the function carries no identity
 
 
 def kernel_source(function: func.FuncOp) -> KernelSource | None:
@@ -44,7 +43,7 @@ def kernel_source(function: func.FuncOp) -> KernelSource | None:
                 "the Ascend C backend: its tiling function computes n from the shapes and each "
                 "project compiles its attributes in; lower without runtime_parameters",
             )
-        return KernelSource(analysed.main, analysed.narrowing, analysed)
+        return KernelSource(analysed.main, analysed.narrowing)
     return _without_identity(generics)
 
 
@@ -71,7 +70,7 @@ def _without_identity(generics: list[GenericOp]) -> KernelSource:
             raise level2.Level2ContractError(
                 narrowing, "a second generic only narrows the first one's sum (truncf + yield)"
             )
-    return KernelSource(main, narrowing, None)
+    return KernelSource(main, narrowing)
 
 
 def affine_map(index_map: level2.IndexMap, loops: int) -> AffineMap:
