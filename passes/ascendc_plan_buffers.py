@@ -10,8 +10,8 @@ temps (loop-invariant splats and scratch) each get their own TBuf.
 The tile length is then the largest multiple of `tile_align` (256 bytes of f32, Compare's
 rule, which also satisfies DataCopy's 32 bytes) whose buffers fit the UB: every queue
 double-buffered, each buffer rounded up to 32 bytes, the fixed-size buffers, and the 8 KiB
-Select scratch when the kernel selects. Options: `soc` (see backends/ascendc/soc.py) and
-`ub_bytes` to override its UB size.
+Select scratch when the kernel selects (dialects/ascendc/ub.py; docs/ascend-c.md, "Tiling").
+Options: `soc` (dialects/ascendc/soc.py) and `ub_bytes` to override its UB size.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects.ascendc.soc import soc
+from lossgrad_compiler.dialects.ascendc.ub import largest_tile, ub_layout
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
-
-from lossgrad_compiler.backends.ascendc.soc import UB_ALIGN, align_up, soc
 
 
 @dataclass(frozen=True)
@@ -165,46 +165,6 @@ def _element(value: SSAValue) -> Attribute:
 
 
 # --------------------------------------------------------------------------- tile length
-
-
-@dataclass(frozen=True)
-class UbLayout:
-    """The buffers of a kernel: per-tile-element ones and fixed-size ones."""
-
-    per_tile: tuple[tuple[Attribute, int], ...]  # (element type, buffer count)
-    fixed_bytes: int
-    selects: bool
-
-    def bytes_for(self, tile: int) -> int:
-        """UB bytes all buffers take for a tile length (each rounded to 32 bytes)."""
-        per = sum(n * align_up(asc.tile_bytes(e, tile), UB_ALIGN) for e, n in self.per_tile)
-        return per + self.fixed_bytes
-
-
-def ub_layout(kernel: asc.KernelOp) -> UbLayout:
-    per_tile: list[tuple[Attribute, int]] = []
-    fixed = 0
-    for op in kernel.entry.ops:
-        if isinstance(op, asc.QueueOp):
-            per_tile.append((op.element_type, op.buffers.value.data))
-        elif isinstance(op, asc.TBufOp):
-            if op.elements is None:
-                per_tile.append((op.element_type, 1))
-            else:
-                fixed += align_up(asc.tile_bytes(op.element_type, op.elements.value.data), UB_ALIGN)
-    selects = any(isinstance(op, asc.SelectOp | asc.SelectsOp) for op in kernel.walk())
-    return UbLayout(tuple(per_tile), fixed, selects)
-
-
-def largest_tile(layout: UbLayout, budget: int, align: int) -> int:
-    """The largest multiple of `align` whose buffers fit in `budget` bytes (0 if none)."""
-    bits = sum(n * asc.element_bits(e) for e, n in layout.per_tile)
-    if bits == 0:
-        return 0
-    tile = max(budget - layout.fixed_bytes, 0) * 8 // bits // align * align
-    while tile > 0 and layout.bytes_for(tile) > budget:
-        tile -= align
-    return max(tile, 0)
 
 
 def choose_tile_length(kernel: asc.KernelOp, capacity: int, scratch: int, soc_name: str) -> None:

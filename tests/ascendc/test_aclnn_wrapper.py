@@ -1,4 +1,4 @@
-"""The generated aclnn two-phase wrappers: SPEC.md's validation with its codes and messages
+"""The generated aclnn two-phase wrappers: the operators' validation with its codes and messages
 (the same text spec.validate produces), the signature check, outputs left untouched by a
 rejected call, the empty-tensor rules, and emulate()'s own refusals."""
 
@@ -177,7 +177,7 @@ def test_output_of_the_wrong_shape_or_type_is_refused() -> None:
 
 
 def test_empty_iteration_space_writes_zeros_where_a_sum_is_taken() -> None:
-    """self [0, 3] with target [3]: grad_target = zeros (SPEC; CANN's aclnn skips it)."""
+    """self [0, 3] with target [3]: grad_target = zeros (the contract; CANN's aclnn skips it)."""
     op = spec.KL_DIV_TARGET_BACKWARD.name
     inputs = _inputs(go=(), x=(0, 3), t=(3,))
     out = emulate(op, inputs, {"reduction": "sum"})

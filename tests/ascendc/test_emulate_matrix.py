@@ -73,7 +73,7 @@ def test_millions_of_elements_on_48_cores(op_type: str) -> None:
 
 
 def test_results_do_not_depend_on_the_core_count() -> None:
-    """Bit-identical results on 1, 7 and 48 cores (SPEC: determinism), sums included."""
+    """Bit-identical results on 1, 7 and 48 cores (the contract: determinism), sums included."""
     op_type = spec.KL_DIV_TARGET_BACKWARD.name
     attrs = {"reduction": "sum", "log_target": 1}
     inputs = make_inputs(op_type, attrs, ((3, 5001), (3, 5001), (5001,)), [np.float32] * 3, 3, 0.05)

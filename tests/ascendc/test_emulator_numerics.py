@@ -1,8 +1,8 @@
 """The emulation's arithmetic, bit by bit: Cast float -> half / bfloat16 in every round mode
-(ascend-c.md §3.9: CAST_NONE is round-to-nearest-even when lossy, CAST_ROUND is half away
+(docs/ascend-c.md: CAST_NONE is round-to-nearest-even when lossy, CAST_ROUND is half away
 from zero, CAST_ODD sets the last bit of an inexact result), half Add/Sub/Mul/Div computed in
 float and rounded to nearest even, and float Exp/Ln within the 1 ulp the reference allows
-(§3.6). The expected values come from numpy / ml_dtypes and exact float64 arithmetic."""
+(docs/ascend-c.md). The expected values come from numpy / ml_dtypes and exact float64 arithmetic."""
 
 from __future__ import annotations
 

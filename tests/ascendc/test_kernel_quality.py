@@ -1,6 +1,6 @@
-"""What the planned kernels look like, against CANN's own kernels (ascend-c.md §2.6): vector
-instructions per tile, UB use at the chosen tile length, the alignment of the tile, and the
-passes' refusals. No compiler runs here: everything is read from the IR."""
+"""What the planned kernels look like, against CANN's own kernels (docs/ascend-c.md, "CANN's
+kernels"): vector instructions per tile, UB use at the chosen tile length, the alignment of
+the tile, and the passes' refusals. No compiler runs here: everything is read from the IR."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import contextlib
 import io
 
 import pytest
+from lossgrad_compiler.dialects.ascendc.soc import SOCS
 from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
 from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 from xdsl.utils.exceptions import DiagnosticException
 
-from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc.body_translator import TranslationError
-from lossgrad_compiler.backends.ascendc.cann_kernels import sample_in_half
-from lossgrad_compiler.backends.ascendc.report import kernel_report, main, report_cases
-from lossgrad_compiler.backends.ascendc.soc import SOCS
+from benchmarks.ascendc_cann import sample_in_half
+from benchmarks.ascendc_report import kernel_report, main, report_cases
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
 
@@ -29,7 +28,7 @@ def _label(r) -> str:
 
 def test_no_more_vector_instructions_per_tile_than_cann() -> None:
     """The one exception is float16 KlDivTargetBackward, which CANN's sample computes in
-    half precision; SPEC.md computes half types in float32 (three input Casts and one
+    half precision; the contract computes half types in float32 (three input Casts and one
     output Cast). Its bfloat16 column (the same math through Casts) is matched, and
     without the Casts no kernel has more instructions than CANN's."""
     worse = {_label(r) for r in REPORTS if r.vector_ops > (r.cann or 0)}
@@ -44,7 +43,7 @@ def test_no_more_vector_instructions_per_tile_than_cann() -> None:
 
 def test_repeats_count_256_bytes_of_the_widest_element() -> None:
     """Per 128 elements a float32 instruction takes 2 repeats, and so does a Cast to or
-    from float32 (ascend-c.md §3.6, §3.9); CANN's half-precision sample takes 1."""
+    from float32 (docs/ascend-c.md); CANN's half-precision sample takes 1."""
     attrs = {"reduction": "none", "log_target": 1}
     f32 = kernel_report("KlDivBackward", attrs, "f32", False)
     f16 = kernel_report("KlDivBackward", attrs, "f16", False)
@@ -56,7 +55,7 @@ def test_repeats_count_256_bytes_of_the_widest_element() -> None:
 
 def test_half_replay_of_the_cann_sample_differs_from_reference() -> None:
     """The measurement behind the report's reason: CANN's order in half precision is not
-    SPEC.md's float32 result (if the replay computed in float32, nothing would differ)."""
+    contract's float32 result (if the replay computed in float32, nothing would differ)."""
     half = sample_in_half({"reduction": "none", "log_target": 0}, scalar_g=False, elements=4096)
     assert half.elements == 4096
     assert 0 < half.differing < half.elements
@@ -70,7 +69,7 @@ def test_report_explains_every_excess() -> None:
     lines = [x for x in buffer.getvalue().splitlines() if x.startswith("  more than CANN:")]
     assert len(lines) == 4  # KlDivTargetBackward f16: log_target 0/1 x tensor/scalar g
     for line in lines:
-        assert "The excess is the Casts of SPEC.md's float32 compute" in line, line
+        assert "The excess is the Casts of the contract's float32 compute" in line, line
         assert "% of results differ from reference.py" in line, line
 
 
@@ -134,20 +133,31 @@ def test_float64_is_refused_naming_the_backends_that_can() -> None:
         _convert(LEVEL2_F64)
 
 
+def _with_body(body: str) -> str:
+    return LEVEL2_F64.replace("f64", "f32").replace("%m = arith.mulf %a, %c : f32", body)
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("%m = math.sqrt %a : f32", "math.sqrt: is not a level-2 body op"),
+        ("%m = math.sqrt %a : f32", "'math.sqrt': is not a level-2 body op"),
         (
             "%k = arith.cmpf ueq, %a, %c : f32\n    %m = arith.select %k, %a, %c : f32",
-            "predicate ueq has no CMPMODE",
+            "predicate 'ueq' is not level 2",
         ),
     ],
 )
 def test_ops_outside_the_level2_list_are_errors(body: str, message: str) -> None:
-    text = LEVEL2_F64.replace("f64", "f32").replace("%m = arith.mulf %a, %c : f32", body)
-    with pytest.raises(TranslationError, match=message):
-        _convert(text)
+    with pytest.raises(level2.Level2ContractError, match=message):
+        _convert(_with_body(body))
+
+
+@pytest.mark.parametrize("predicate", ["ult", "ule", "ugt", "uge"])
+def test_a_level2_predicate_without_a_cmpmode_names_the_backends_that_can(predicate: str) -> None:
+    """Unordered comparisons are level 2, but no CMPMODE is true on NaN except NE."""
+    body = f"%k = arith.cmpf {predicate}, %a, %c : f32\n    %m = arith.select %k, %a, %c : f32"
+    with pytest.raises(UnsupportedByBackendError, match=f"predicate {predicate} has no CMPMODE"):
+        _convert(_with_body(body))
 
 
 def test_plan_refuses_a_ub_too_small_for_one_tile() -> None:

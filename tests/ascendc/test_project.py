@@ -15,7 +15,7 @@ import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.ascendc import emit_project
 from lossgrad_compiler.backends.ascendc.build import EMULATOR_DIR, compiler
 from lossgrad_compiler.backends.ascendc.signature_info import msopgen_snake, signature_info
@@ -145,12 +145,26 @@ def test_signature_ids_round_trip() -> None:
             assert info.kernel_name == msopgen_snake(info.op_type)
 
 
-def test_a_function_that_names_no_signature_is_refused() -> None:
+def test_a_function_without_its_identity_is_refused() -> None:
+    """Which operator a function computes is read from the attributes lower-lossgrad puts on
+    it, never from its name: without them there is no project to print."""
     module = lower_signatures([_signature("KlDivBackward", {"reduction": "sum"})])
     (function,) = [f for f in module.ops if isinstance(f, func.FuncOp)]
-    function.sym_name = StringAttr("my_function")
-    with pytest.raises(InvalidArgumentError, match="must be a signature id"):
+    del function.attributes[level2.OP_TYPE_ATTR]
+    with pytest.raises(level2.Level2ContractError, match=r"lossgrad\.op_type"):
         signature_info(function)
+
+
+def test_a_renamed_function_keeps_its_operator() -> None:
+    module = lower_signatures(
+        [_signature("SmoothL1LossBackward", {"reduction": "sum", "beta": 2.0})]
+    )
+    (function,) = [f for f in module.ops if isinstance(f, func.FuncOp)]
+    function.sym_name = StringAttr("my_function")
+    info = signature_info(function)
+    assert info.op is spec.SMOOTH_L1_LOSS_BACKWARD
+    assert info.attrs == {"reduction": "sum", "beta": 2.0}
+    assert info.project == "my_function"
 
 
 @pytest.mark.parametrize(

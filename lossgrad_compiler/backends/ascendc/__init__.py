@@ -4,7 +4,7 @@ that compiles and runs them.
     emit_project(module, out_dir, soc="ascend910b") -> list[Path]
     emulate(op_type, inputs, attrs, soc="ascend910b", block_dim=None) -> np.ndarray
 
-The pipeline: `convert-linalg-to-ascendc` (dialects/ascendc.py's tile-level IR),
+The pipeline: `convert-linalg-to-ascendc` (the tile-level IR of dialects/ascendc/),
 `ascendc-plan-buffers` (UB placement and tile length), then the printers in this package.
 Both functions import their module on first call (xDSL and the printers are not needed to
 import the package); no submodule is named like them, because importing a submodule sets
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 def emit_project(module: ModuleOp, out_dir: Path | str, soc: str = "ascend910b") -> list[Path]:
     """One CANN custom-operator project per level-2 function (see project.py)."""
+    # deferred: the xDSL pipeline (passes, dialects, printers) loads only when it is used
     from lossgrad_compiler.backends.ascendc.project import emit_project as emit
 
     return emit(module, out_dir, soc)
@@ -36,6 +37,7 @@ def emulate(
     block_dim: int | None = None,
 ) -> np.ndarray:
     """Run one call through the emitted project on the CPU emulation (see emulation.py)."""
+    # deferred: the xDSL pipeline and the emulation's build machinery load only when used
     from lossgrad_compiler.backends.ascendc.emulation import emulate as run
 
     return run(op_type, inputs, attrs, soc=soc, block_dim=block_dim)

@@ -1,6 +1,6 @@
 """Print the aclnn two-phase wrapper of a signature: op_api/aclnn_<name>.h and .cpp.
 
-`aclnn<OpType>GetWorkspaceSize` validates the call as SPEC.md says (lossgrad_checks.h,
+`aclnn<OpType>GetWorkspaceSize` validates the call as spec.validate does (lossgrad_checks.h,
 generated from spec.py), checks that it matches the compiled signature, and records the
 l0 graph the converted function describes: Contiguous, BroadcastTo for every input the
 kernel reads through a broadcasting map, the kernel, ReduceSum (+ Reshape) back to the
@@ -34,7 +34,7 @@ def _attr_params(op: spec.OperatorSpec) -> list[tuple[str, str, str]]:
         elif a.kind is spec.AttrKind.INT:
             out.append(("bool", "logTarget" if a.name == "log_target" else a.name, a.name))
         else:
-            out.append(("double", a.name, a.name))  # SPEC: beta stays a double past ONNX
+            out.append(("double", a.name, a.name))  # beta stays a double past ONNX's float
     return out
 
 
@@ -212,7 +212,7 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         "}",
         "const Dims& iter = shapes.iter;",
         *_attribute_checks(op),
-        "// SPEC.md's checks passed: now the call must be the signature compiled here.",
+        "// The operator's checks passed: now the call must be the signature compiled here.",
         *_signature_checks(graph, info),
         f"const Dims result = {_result_dims(graph)};",
         f"CHECK_OK(CheckOutput(op, out, {ACL_DTYPES[graph.result_type.name]}, result));",

@@ -1,4 +1,4 @@
-"""Print op_api/lossgrad_checks.h: SPEC.md's validation in C++, generated from spec.py.
+"""Print op_api/lossgrad_checks.h: spec.validate's checks in C++, generated from spec.py.
 
 templates/lossgrad_checks.h holds the algorithms; the data comes from spec.py and errors.py
 here: the message format, the rank limit, the element type names and the allowed types,

@@ -25,13 +25,15 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.build import build_runner
 from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
 from lossgrad_compiler.backends.ascendc.project import Project, lower_to_ascendc, print_projects
-from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC, Soc
-from lossgrad_compiler.backends.ascendc.soc import soc as soc_named
+from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC, Soc
+from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
 from lossgrad_compiler.errors import (
     InvalidArgumentError,
     LossGradError,
     UnsupportedByBackendError,
 )
+from lossgrad_compiler.frontend.lowering import lower_signatures
+from lossgrad_compiler.frontend.signature import signature_of
 
 MAGIC = b"LGASC02\0"
 VIOLATION_EXIT = 86
@@ -81,9 +83,6 @@ _RUNNERS: dict[tuple[str, ...], tuple[Path, dict[str, int]]] = {}
 
 def signature_project(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> Project:
     """The printed project of a validated call's signature (once per process)."""
-    from lossgrad_compiler.frontend.lowering import lower_signatures
-    from lossgrad_compiler.frontend.signature import signature_of
-
     refuse_float64(checked)
     signature = signature_of(checked)
     key = (signature.id, soc)

@@ -3,15 +3,16 @@ the kernel launch, and the host scalars the tiling function must compute."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import AnyFloat, IntegerAttr, TensorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
-from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc.cxx import element_spec, float_literal
+from lossgrad_compiler import level2, spec
+from lossgrad_compiler.backends.ascendc.cxx import CxxFloatArithmetic, element_spec, float_literal
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import InvalidArgumentError
 
@@ -77,11 +78,14 @@ def source_input(graph: HostGraph, value: SSAValue) -> int | None:
     return None
 
 
-class TilingScalarPrinter:
+class TilingScalarPrinter(CxxFloatArithmetic):
     """C++ for the launch's scalar operands, evaluated from the iteration shape `iter`.
 
     The function computes them from its arguments' dims (`tensor.dim`); every such dim is a
     dim of the iteration space or a broadcast 1, which the input's indexing map tells."""
+
+    BACKEND = "Ascend C host tiling"
+    REQUIRED = level2.COUNT_OPS | {arith.ConstantOp, arith.DivfOp, tensor.DimOp}
 
     def __init__(self, graph: HostGraph, shape_var: str = "iter") -> None:
         self.graph = graph
@@ -90,57 +94,52 @@ class TilingScalarPrinter:
         self.names: dict[SSAValue, str] = {}
 
     def value(self, v: SSAValue) -> str:
+        """The name of a const local holding `v`, declaring it (after its operands) once."""
         if v in self.names:
             return self.names[v]
         op = v.owner
-        if isinstance(op, BlockArgument) or not isinstance(op, Operation):
-            raise InvalidArgumentError(
-                self.graph.function.sym_name.data, "scalar", "must be computed from shapes"
+        if not isinstance(op, Operation):
+            raise level2.Level2ContractError(
+                self.graph.function, "a launch scalar is computed from shapes, not passed in"
             )
-        ctype, expr = self._expr(op)
+        # a dim's operands are a tensor and a constant axis, which its rule reads itself
+        operands = [] if isinstance(op, tensor.DimOp) else [self.value(x) for x in op.operands]
+        expr = self.translate(op, operands)
+        ctype = "float" if isinstance(op.results[0].type, AnyFloat) else "int64_t"
         name = f"h{len(self.names)}"
         self.lines.append(f"const {ctype} {name} = {expr};")
         self.names[v] = name
         return name
 
-    def _expr(self, op: Operation) -> tuple[str, str]:
-        if isinstance(op, arith.ConstantOp):
-            if isinstance(op.value, IntegerAttr):
-                return "int64_t", f"INT64_C({op.value.value.data})"
-            assert isinstance(op.value, FloatAttr)
-            return "float", float_literal(op.value.value.data)
-        if isinstance(op, tensor.DimOp):
-            return "int64_t", self._dim(op)
-        a = [self.value(x) for x in op.operands]
-        if isinstance(op, arith.MuliOp):
-            return "int64_t", f"{a[0]} * {a[1]}"
-        if isinstance(op, arith.IndexCastOp):
-            return "int64_t", a[0]
-        if isinstance(op, arith.UIToFPOp):
-            return "float", f"static_cast<float>(static_cast<uint64_t>({a[0]}))"
-        symbols = {arith.DivfOp: "/", arith.MulfOp: "*", arith.AddfOp: "+", arith.SubfOp: "-"}
-        for kind, symbol in symbols.items():
-            if isinstance(op, kind):
-                return "float", f"{a[0]} {symbol} {a[1]}"
-        if isinstance(op, arith.NegfOp):
-            return "float", f"-{a[0]}"
-        raise InvalidArgumentError(
-            self.graph.function.sym_name.data, op.name, "is not a host op of docs/level2.md"
-        )
+    @level2.rule(arith.ConstantOp)
+    def constant(self, op: Operation, a: Sequence[str]) -> str:
+        assert isinstance(op, arith.ConstantOp)
+        value = level2.constant_value(op)
+        return f"INT64_C({value})" if isinstance(value, int) else float_literal(value)
 
-    def _dim(self, op: tensor.DimOp) -> str:
+    @level2.rule(tensor.DimOp)
+    def dim(self, op: Operation, a: Sequence[str]) -> str:
+        assert isinstance(op, tensor.DimOp)
         index = op.index.owner
         if not isinstance(index, arith.ConstantOp) or not isinstance(index.value, IntegerAttr):
-            raise InvalidArgumentError(self.graph.function.sym_name.data, "tensor.dim", "index")
+            raise level2.Level2ContractError(op, "the axis is an index constant")
         axis = index.value.value.data
         i = source_input(self.graph, op.source)
         if i is None:
-            raise InvalidArgumentError(self.graph.function.sym_name.data, "tensor.dim", "source")
+            raise level2.Level2ContractError(op, "the source is an input of the launch")
         expr = self.graph.maps[i].results[axis]
         if isinstance(expr, AffineDimExpr):
             return f"{self.shape_var}.GetDim({expr.position})"
         return "INT64_C(1)"
 
+    @level2.rule(arith.MuliOp)
+    def muli(self, op: Operation, a: Sequence[str]) -> str:
+        return f"{a[0]} * {a[1]}"
 
-def element_of(t: Attribute) -> spec.FloatType:
-    return element_spec(t)
+    @level2.rule(arith.IndexCastOp)
+    def index_cast(self, op: Operation, a: Sequence[str]) -> str:
+        return a[0]
+
+    @level2.rule(arith.UIToFPOp)
+    def uitofp(self, op: Operation, a: Sequence[str]) -> str:
+        return f"static_cast<float>(static_cast<uint64_t>({a[0]}))"

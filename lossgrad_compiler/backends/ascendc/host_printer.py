@@ -14,9 +14,8 @@ from lossgrad_compiler.backends.ascendc.cxx import float_literal, ge_dtype, stri
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, TilingScalarPrinter
 from lossgrad_compiler.backends.ascendc.kernel_printer import scalar_fields
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
-from lossgrad_compiler.backends.ascendc.soc import UB_ALIGN
 from lossgrad_compiler.dialects import ascendc as asc
-from lossgrad_compiler.passes.ascendc_plan_buffers import ub_layout
+from lossgrad_compiler.dialects.ascendc.ub import UB_ALIGN, ub_layout
 
 
 def block_elements(kernel: asc.KernelOp) -> int:

@@ -8,15 +8,21 @@ scalars and loop-invariant tiles), Process (the tile loop) and one method per st
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, FloatAttr, IndexType, IntegerAttr
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, IndexType, IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
-from lossgrad_compiler.backends.ascendc.cxx import element_cxx, float_literal
+from lossgrad_compiler import level2
+from lossgrad_compiler.backends.ascendc.cxx import (
+    CxxFloatArithmetic,
+    cxx_comparison,
+    element_cxx,
+    float_literal,
+)
 from lossgrad_compiler.dialects import ascendc as asc
 
 TILING_FIELDS = (
@@ -91,6 +97,7 @@ class KernelPrinter:
         self.members: list[str] = []
         self.init_lines: list[str] = []
         self.helpers: set[str] = set()
+        self.scalars = InitScalars()
         self.used_in_loop = self._values_used_in_loop()
 
     def _values_used_in_loop(self) -> set[SSAValue]:
@@ -283,18 +290,11 @@ class KernelPrinter:
         return self.n[value]
 
     def _scalar(self, op: Operation, declare: bool) -> str | None:
-        if isinstance(op, arith.ConstantOp):
-            if isinstance(op.value, IntegerAttr):
-                return None  # index constants print as literals where used
-            assert isinstance(op.value, FloatAttr)
-            expr = float_literal(op.value.value.data)
-            if not _is_f32(op.result.type):
-                expr = _narrow_scalar(expr, op.result.type)
-            return self._decl(op.result, "s", _scalar_cxx(op.result.type), expr, declare)
-        expr = _scalar_expr(op, [self._operand(v) for v in op.operands])
+        if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+            return None  # index constants print as literals where used
+        expr = self.scalars.translate(op, [self._operand(v) for v in op.operands])
         result = op.results[0]
-        ctype = "bool" if isinstance(op, arith.CmpfOp) else _scalar_cxx(result.type)
-        return self._decl(result, "s", ctype, expr, declare)
+        return self._decl(result, "s", _scalar_cxx(result.type), expr, declare)
 
 
 def _is_f32(t: object) -> bool:
@@ -315,48 +315,39 @@ def _narrow_scalar(expr: str, t: object) -> str:
     return f"ToBfloat16({expr})" if isinstance(t, BFloat16Type) else f"static_cast<half>({expr})"
 
 
-_CMPF = {
-    "oeq": "{a} == {b}",
-    "ogt": "{a} > {b}",
-    "oge": "{a} >= {b}",
-    "olt": "{a} < {b}",
-    "ole": "{a} <= {b}",
-    "one": "({a} < {b} || {a} > {b})",
-    "une": "!({a} == {b})",
-    "ueq": "!({a} < {b} || {a} > {b})",
-    "ugt": "!({a} <= {b})",
-    "uge": "!({a} < {b})",
-    "ult": "!({a} >= {b})",
-    "ule": "!({a} > {b})",
-}
+class InitScalars(CxxFloatArithmetic):
+    """The kernel's Init-time scalars as C++ expressions: the body's scalar ops that
+    `convert-linalg-to-ascendc` computes once per core (exp and log of a scalar run on the
+    vector unit instead, so they never reach here)."""
 
+    BACKEND = "Ascend C kernel scalar"
+    REQUIRED = level2.SCALAR_OPS - {math.ExpOp, math.LogOp}
 
-def _scalar_expr(op: Operation, a: list[str]) -> str:
-    """The C++ expression of a scalar arith op (Init-time scalar arithmetic, in float)."""
-    binary = {
-        arith.AddfOp: "+",
-        arith.SubfOp: "-",
-        arith.MulfOp: "*",
-        arith.DivfOp: "/",
-    }
-    for kind, symbol in binary.items():
-        if isinstance(op, kind):
-            return f"{a[0]} {symbol} {a[1]}"
-    if isinstance(op, arith.NegfOp):
-        return f"-{a[0]}"
-    if isinstance(op, arith.ExtFOp):
+    @level2.rule(arith.ConstantOp)
+    def constant(self, op: Operation, a: Sequence[str]) -> str:
+        assert isinstance(op, arith.ConstantOp)
+        expr = float_literal(float(level2.constant_value(op)))
+        return expr if _is_f32(op.result.type) else _narrow_scalar(expr, op.result.type)
+
+    @level2.rule(arith.ExtFOp)
+    def extf(self, op: Operation, a: Sequence[str]) -> str:
         src = op.operands[0].type
         return (
             f"ToFloat({a[0]})" if isinstance(src, BFloat16Type) else f"static_cast<float>({a[0]})"
         )
-    if isinstance(op, arith.TruncFOp):
+
+    @level2.rule(arith.TruncFOp)
+    def truncf(self, op: Operation, a: Sequence[str]) -> str:
         return _narrow_scalar(a[0], op.results[0].type)
-    if isinstance(op, arith.CmpfOp):
-        predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
-        return _CMPF[predicate].format(a=a[0], b=a[1])
-    if isinstance(op, arith.SelectOp):
+
+    @level2.rule(arith.CmpfOp)
+    def cmpf(self, op: Operation, a: Sequence[str]) -> str:
+        assert isinstance(op, arith.CmpfOp)
+        return cxx_comparison(level2.predicate_of(op), a[0], a[1])
+
+    @level2.rule(arith.SelectOp)
+    def select(self, op: Operation, a: Sequence[str]) -> str:
         return f"{a[0]} ? {a[1]} : {a[2]}"
-    raise ValueError(f"the Ascend C printer has no scalar form of {op.name}")
 
 
 _API: dict[type[Operation], str] = {

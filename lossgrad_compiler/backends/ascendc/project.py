@@ -27,10 +27,10 @@ from lossgrad_compiler.backends.ascendc.kernel_printer import (
     print_tiling_header,
 )
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo, signature_info
-from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC
-from lossgrad_compiler.backends.ascendc.soc import soc as soc_named
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
+from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
 from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
 from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 

@@ -15,7 +15,7 @@ _JSON_TYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float"}
 
 
 def msopgen_json(graph: HostGraph, info: SignatureInfo) -> str:
-    """The `msopgen gen -i` input describing the OpType (ascend-c.md §4.1)."""
+    """The `msopgen gen -i` input describing the OpType (docs/ascend-c.md, "Project layout")."""
     attrs = []
     for a in info.op.attributes:
         kind = {

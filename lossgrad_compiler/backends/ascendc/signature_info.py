@@ -1,10 +1,9 @@
 """What a project needs to know about a level-2 function besides its IR: the operator, its
 attribute values, and the C++ names derived from them.
 
-The frontend names each function by its signature id (frontend/signature.py). The op and
-the attributes are read back from that id and checked by rebuilding the id from the
-function's own argument types; a function may instead carry them explicitly as
-`lossgrad.op_type` (string) and `lossgrad.attributes` (dictionary) attributes.
+The operator and its attributes are the ones `lower-lossgrad` marks the function with
+(`lossgrad.op_type`, `lossgrad.attributes`), read by `level2.read_identity`; the function's
+name (the signature id, frontend/signature.py) only names the project and its OpType.
 """
 
 from __future__ import annotations
@@ -15,12 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, StringAttr, TensorType
+from xdsl.dialects.builtin import TensorType
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.dialects.lossgrad import element_float_type
-from lossgrad_compiler.errors import InvalidArgumentError
-from lossgrad_compiler.frontend.signature import Signature
 
 _SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 
@@ -62,9 +59,9 @@ def sanitize(name: str) -> str:
 
 
 def msopgen_snake(op_type: str) -> str:
-    """msOpGen's OpType → file name rule (ascend-c.md §4.4): `_` before a capital that
-    follows a lower-case letter or digit, and before the last capital of an acronym that a
-    lower-case letter follows; then lower case."""
+    """msOpGen's OpType → file name rule (docs/ascend-c.md, "Project layout"): `_` before
+    a capital that follows a lower-case letter or digit, and before the last capital of an
+    acronym that a lower-case letter follows; then lower case."""
     out: list[str] = []
     for i, c in enumerate(op_type):
         prev = op_type[i - 1] if i else ""
@@ -80,16 +77,9 @@ def msopgen_snake(op_type: str) -> str:
 
 
 def signature_info(function: func.FuncOp) -> SignatureInfo:
-    """The SignatureInfo of a level-2 function (InvalidArgumentError if it names none)."""
-    name = function.sym_name.data
-    types = _argument_types(function)
-    explicit = function.attributes.get("lossgrad.op_type")
-    if isinstance(explicit, StringAttr):
-        op = spec.operator(explicit.data)
-        raw = function.attributes.get("lossgrad.attributes")
-        attrs = _attribute_values(raw) if isinstance(raw, DictionaryAttr) else {}
-        return SignatureInfo(name, op, spec.check_attributes(op, attrs), types)
-    return _from_id(function, name, types)
+    """The SignatureInfo of a level-2 function (Level2ContractError without its identity)."""
+    op, attrs = level2.read_identity(function)
+    return SignatureInfo(function.sym_name.data, op, attrs, _argument_types(function))
 
 
 def _argument_types(function: func.FuncOp) -> tuple[spec.FloatType, spec.FloatType, spec.FloatType]:
@@ -97,67 +87,10 @@ def _argument_types(function: func.FuncOp) -> tuple[spec.FloatType, spec.FloatTy
     for t in function.function_type.inputs.data:
         element = element_float_type(t.element_type) if isinstance(t, TensorType) else None
         if element is None:
-            raise InvalidArgumentError(function.sym_name.data, "arguments", "must be float tensors")
+            raise level2.Level2ContractError(function, "the arguments are float tensors")
         found.append(element)
     if len(found) != len(spec.INPUT_NAMES):
-        raise InvalidArgumentError(function.sym_name.data, "arguments", "must be the 3 inputs")
+        raise level2.Level2ContractError(
+            function, f"takes the {len(spec.INPUT_NAMES)} inputs {', '.join(spec.INPUT_NAMES)}"
+        )
     return found[0], found[1], found[2]
-
-
-def _attribute_values(attrs: DictionaryAttr) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in attrs.data.items():
-        if isinstance(value, StringAttr):
-            out[key] = value.data
-        elif isinstance(value, IntegerAttr):
-            out[key] = int(value.value.data)
-        elif isinstance(value, FloatAttr):
-            out[key] = float(value.value.data)
-    return out
-
-
-def _from_id(
-    function: func.FuncOp, name: str, types: tuple[spec.FloatType, spec.FloatType, spec.FloatType]
-) -> SignatureInfo:
-    parts = name.split("__")
-    by_mnemonic = {op.mnemonic: op for op in spec.OPERATORS.values()}
-    op = by_mnemonic.get(parts[0])
-    if op is None or len(parts) != 4:
-        raise InvalidArgumentError(
-            name,
-            "function name",
-            "must be a signature id (<op>__<types>__<shapes>__<attributes>) or the function "
-            "must carry lossgrad.op_type and lossgrad.attributes",
-        )
-    attrs = spec.check_attributes(op, _parse_attributes(op, parts[3], name))
-    shapes = [
-        t.get_shape() for t in function.function_type.inputs.data if isinstance(t, TensorType)
-    ]
-    patterns = tuple(tuple(1 if d == 1 else None for d in s) for s in shapes)
-    rebuilt = Signature(
-        op.name, types, (patterns[0], patterns[1], patterns[2]), tuple(attrs.items())
-    ).id
-    if rebuilt != name:
-        raise InvalidArgumentError(
-            name, "function name", f"does not match its argument types (expected {rebuilt})"
-        )
-    return SignatureInfo(name, op, attrs, types)
-
-
-def _parse_attributes(op: spec.OperatorSpec, text: str, name: str) -> dict[str, Any]:
-    """Invert the id's attribute segment, e.g. `mean_beta0p5` or `sum_log_target1`."""
-    out: dict[str, Any] = {}
-    rest = text
-    for attribute in op.attributes:
-        if attribute.name == "reduction":
-            value, _, rest = rest.partition("_")
-            out["reduction"] = value
-            continue
-        if not rest.startswith(attribute.name):
-            raise InvalidArgumentError(name, "function name", f"has no {attribute.name} value")
-        token, _, rest = rest[len(attribute.name) :].partition("_")
-        if attribute.kind is spec.AttrKind.FLOAT:
-            out[attribute.name] = float(token.replace("p", ".").replace("m", "-"))
-        else:
-            out[attribute.name] = int(token)
-    return out

@@ -23,10 +23,13 @@ from lossgrad_compiler.backends.ascendc.kernel_printer import (
     print_kernel,
     print_tiling_header,
 )
+from lossgrad_compiler.backends.ascendc.project import kernel_names
 from lossgrad_compiler.backends.ascendc.signature_info import sanitize, signature_info
-from lossgrad_compiler.backends.ascendc.soc import DEFAULT_SOC
 from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
 from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
+from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,6 @@ class AscendCTarget(Target):
     soc: str = DEFAULT_SOC
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
-        from lossgrad_compiler.passes.convert_linalg_to_ascendc import (
-            ConvertLinalgToAscendcPass,
-        )
-
         module = module.clone()
         if any(isinstance(op, GenericOp) for op in module.walk()):
             ConvertLinalgToAscendcPass().apply(ctx, module)
@@ -50,16 +48,14 @@ class AscendCTarget(Target):
             AscendcPlanBuffersPass(soc=self.soc).apply(ctx, module)
         names = _names_by_kernel(module)
         for kernel in kernels:
-            kernel_names = names.get(kernel.sym_name.data) or _plain_names(kernel)
-            output.write(f"// ----- op_kernel/{kernel_names.tiling_header}\n")
-            output.write(print_tiling_header(kernel, kernel_names))
-            output.write(f"// ----- op_kernel/{kernel_names.entry}.cpp\n")
-            output.write(print_kernel(kernel, kernel_names))
+            printed = names.get(kernel.sym_name.data) or _plain_names(kernel)
+            output.write(f"// ----- op_kernel/{printed.tiling_header}\n")
+            output.write(print_tiling_header(kernel, printed))
+            output.write(f"// ----- op_kernel/{printed.entry}.cpp\n")
+            output.write(print_kernel(kernel, printed))
 
 
 def _names_by_kernel(module: ModuleOp) -> dict[str, KernelNames]:
-    from lossgrad_compiler.backends.ascendc.project import kernel_names
-
     out = {}
     for function in module.walk():
         if not isinstance(function, func.FuncOp):

@@ -4,7 +4,7 @@
 // namespace, TPipe/TQue/TBuf, LocalTensor/GlobalTensor, DataCopy/DataCopyPad, count-form
 // vector instructions, Compare/Select/Cast), so a generated op_kernel source compiles with
 // the host C++ compiler and runs once per block index. Written for lossgrad_compiler; the
-// rules it checks are listed in /work/shared/reference/ascend-c.md §3.12.
+// rules it checks, and their public sources, are listed in docs/ascend-c.md.
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,8 @@
 // arithmetic), DataCopy's 32-byte count rule and sizeof(T)-aligned GM addresses,
 // DataCopyPad's parameter ranges, Compare's 256-byte count rule, Cast's allowed
 // (type, round mode) pairs and the Select scratch. Arithmetic is IEEE: float directly,
-// half computed in float and rounded to nearest even. The rules and their sources:
-// /work/shared/reference/ascend-c.md §3.5-§3.9 and §3.12.
+// half computed in float and rounded to nearest even. The rules and their public sources
+// are listed in docs/ascend-c.md.
 #pragma once
 
 #include <cmath>

@@ -1,9 +1,10 @@
-"""The Ascend SoCs the backend plans for: UB size, vector cores, and the Select scratch.
+"""The Ascend SoCs the `ascendc` dialect is planned for: UB size, vector cores, and the
+Select scratch.
 
-Numbers from /work/shared/reference/ascend-c.md §3.11 (platform ini files and the Ascend C
-constants). The tiling function reads the real values from the platform at run time
-(GetCoreMemSize, GetCoreNumAiv); these are what `ascendc-plan-buffers` and the emulation
-assume for a named SoC.
+The numbers and their public sources are in docs/ascend-c.md ("The SoC table"). The tiling
+function reads the real values from the platform at run time (GetCoreMemSize,
+GetCoreNumAiv); these are what `ascendc-plan-buffers` and the emulation assume for a named
+SoC.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ SOCS: dict[str, Soc] = {
     )
 }
 DEFAULT_SOC = "ascend910b"
-UB_ALIGN = 32  # InitBuffer rounds every buffer up to 32 bytes
-MAX_QUEUE_BUFFERS_PER_POSITION = 8
 
 
 def soc(name: str) -> Soc:
@@ -45,7 +44,3 @@ def soc(name: str) -> Soc:
         raise InvalidArgumentError(
             "ascendc", "soc", f"must be one of {known}, got {name!r}"
         ) from None
-
-
-def align_up(value: int, multiple: int) -> int:
-    return (value + multiple - 1) // multiple * multiple

@@ -1,12 +1,12 @@
-"""CANN's own Atlas A2 kernels for the three operators, as /work/shared/reference/ascend-c.md
-describes them (§2.2-§2.4, counted in §2.6): vector API calls per tile, how many of them are
-Casts, and the precision the arithmetic runs in. The static report sets the generated
-kernels beside these figures.
+"""CANN's own Atlas A2 kernels for the three operators (docs/ascend-c.md, "CANN's kernels",
+which names the public sources): vector API calls per tile, how many of them are Casts, and
+the precision the arithmetic runs in. The static report (ascendc_report.py) sets the
+generated kernels beside these figures.
 
 Only one of CANN's kernels computes in half precision: the KlDivTargetBackward sample for
-float16 (§2.3). SPEC.md computes float16 in float32 and rounds once, which costs Casts the
-sample does not have. `sample_in_half` replays the sample's instruction sequence in half
-precision, so the report can measure what that shortcut would do to the results.
+float16. The operator contract computes float16 in float32 and rounds once, which costs
+Casts the sample does not have. `sample_in_half` replays the sample's instruction sequence
+in half precision, so the report can measure what that shortcut would do to the results.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from lossgrad_compiler import reference, spec
 
 @dataclass(frozen=True)
 class CannKernel:
-    calls: int  # vector API calls per tile (§2.6)
+    calls: int  # vector API calls per tile
     casts: int  # of which Casts
     compute_bytes: int  # element size of the arithmetic: 4 (float32) or 2 (half)
 
     @property
     def repeats_per_128(self) -> int:
         """Vector repeats per 128 elements: a repeat is 256 bytes (64 float32 or 128 half
-        elements, §3.6), and a Cast repeats at the width of its wider type (§3.9)."""
+        elements), and a Cast repeats at the width of its wider type (docs/ascend-c.md)."""
         return self.calls * self.compute_bytes // 2
 
 
@@ -36,18 +36,18 @@ def cann_kernel(op: str, attrs: dict[str, Any], dtype: str, scalar_g: bool) -> C
     """CANN's A2 kernel for the same case, or None when there is none to compare with."""
     narrow = dtype != "f32"
     scaled = attrs["reduction"] in ("mean", "batchmean")
-    if op == spec.KL_DIV_BACKWARD.name:  # §2.2: Casts in (g unless scalar) and out
+    if op == spec.KL_DIV_BACKWARD.name:  # the A2 port: Casts in (g unless scalar) and out
         casts = (2 if scalar_g else 3) if narrow else 0
         return CannKernel((3 if attrs["log_target"] else 2) + casts, casts, 4)
     if op == spec.KL_DIV_TARGET_BACKWARD.name:
-        # §2.3: float16 in half, bfloat16 through 4 Casts; only mean scales (batchmean is
+        # the sample: float16 in half, bfloat16 through 4 Casts; only mean scales (batchmean is
         # ignored by the sample but needs the same Muls, so it is counted like mean).
         core = (5 if attrs["log_target"] else 6) + (1 if scaled else 0)
         if dtype == "f16":
             return CannKernel(core, 0, 2)
         casts = 4 if dtype == "bf16" else 0
         return CannKernel(core + casts, casts, 4)
-    if op == spec.SMOOTH_L1_LOSS_BACKWARD.name:  # §2.4: 15 vector ops, +4 Casts for 16-bit
+    if op == spec.SMOOTH_L1_LOSS_BACKWARD.name:  # the A2 port: 15 vector ops, +4 Casts, 16-bit
         casts = 4 if narrow else 0
         return CannKernel(15 + (1 if scaled else 0) + casts, casts, 4)
     return None
@@ -74,7 +74,7 @@ def sample_in_half(
     attrs: dict[str, Any], scalar_g: bool, elements: int = 65536, seed: int = 6
 ) -> HalfMismatch:
     """KlDivTargetBackward float16 as CANN's sample computes it (every instruction rounded
-    to half, §2.3), against reference.py (SPEC: float32, rounded once), on random inputs
+    to half), against reference.py (the contract: float32, rounded once), on random inputs
     in the op's domain (positive targets, or log-targets around -1)."""
     rng = np.random.default_rng(seed)
     h = np.float16

@@ -1,0 +1,81 @@
+"""What `convert-linalg-to-ascendc` reads of a level-2 function, through
+lossgrad_compiler.level2.
+
+A function `lower-lossgrad` marked with its operator (`lossgrad.op_type`) is read with
+`level2.analyze_function`. Hand-written level 2 without those attributes (the FileCheck
+tests, `lossgrad-opt` input) converts too: a kernel does not depend on which operator its
+body came from, so its structure is read with `level2.analyze_generic` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, func
+from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+
+from lossgrad_compiler import level2, spec
+from lossgrad_compiler.errors import UnsupportedByBackendError
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The generics of one level-2 function, as the kernel and the host graph need them."""
+
+    main: level2.Level2Generic
+    narrowing: GenericOp | None  # the truncf-only generic after a sum, if any
+
+
+def kernel_source(function: func.FuncOp) -> KernelSource | None:
+    """The level-2 structure of `function`; None when it holds no generic (converted)."""
+    generics = [op for op in function.body.block.ops if isinstance(op, GenericOp)]
+    if not generics:
+        return None
+    level2.verify_function(function)
+    if level2.OP_TYPE_ATTR in function.attributes:
+        analysed = level2.analyze_function(function)
+        if analysed.parameters:
+            raise UnsupportedByBackendError(
+                analysed.name,
+                level2.PARAMETERS_ATTR,
+                f"run-time parameters ({', '.join(analysed.parameters)}) are not supported by "
+                "the Ascend C backend: its tiling function computes n from the shapes and each "
+                "project compiles its attributes in; lower without runtime_parameters",
+            )
+        return KernelSource(analysed.main, analysed.narrowing)
+    return _without_identity(generics)
+
+
+def _without_identity(generics: list[GenericOp]) -> KernelSource:
+    """analyze_function's structural rules for a function without identity attributes:
+    one generic over the three inputs, optionally followed by one that only narrows it."""
+    main = level2.analyze_generic(generics[0])
+    if len(main.inputs) != len(spec.INPUT_NAMES):
+        raise level2.Level2ContractError(main.op, "reads (grad_output, self, target) in order")
+    if len(generics) > 2:
+        raise level2.Level2ContractError(
+            generics[2], f"a function holds one or two linalg.generic, found {len(generics)}"
+        )
+    narrowing = generics[1] if len(generics) == 2 else None
+    if narrowing is not None:
+        g = level2.analyze_generic(narrowing)
+        ops = g.body_ops
+        if (
+            [i.value for i in g.inputs] != [main.op.results[0]]
+            or g.reduces
+            or len(ops) != 1
+            or not isinstance(ops[0], arith.TruncFOp)
+        ):
+            raise level2.Level2ContractError(
+                narrowing, "a second generic only narrows the first one's sum (truncf + yield)"
+            )
+    return KernelSource(main, narrowing)
+
+
+def affine_map(index_map: level2.IndexMap, loops: int) -> AffineMap:
+    """The level-2 indexing map an IndexMap stands for (d<loop>, or 0 at a broadcast 1)."""
+    results: list[AffineExpr] = [
+        AffineConstantExpr(0) if loop is None else AffineDimExpr(loop) for loop in index_map
+    ]
+    return AffineMap(loops, 0, tuple(results))
