@@ -18,11 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import AttributeProto, ModelProto, TensorProto, helper
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import reference, spec
 from lossgrad_compiler.backends.ort.glue_printer import foreign_attribute_names
 from lossgrad_compiler.backends.ort.library import library_source
-from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentError, LossGradError
 from lossgrad_compiler.onnx.attributes import attributes_from_protos
+from lossgrad_compiler.onnx.opsets import check_opset_imports
+from lossgrad_compiler.runtime.ort import session
 from tests.ort_native_support import native_library, node_model
 
 F32 = np.float32
@@ -251,15 +253,77 @@ def test_attribute_combinations_same_verdict_as_compiler(
 # ------------------------------------------------------------------ opset version
 
 
+def with_lossgrad_import(model: ModelProto, version: int) -> ModelProto:
+    for opset in model.opset_import:
+        if opset.domain == spec.DOMAIN:
+            opset.version = version
+    return model
+
+
+FEEDS = {
+    "go": np.full((), 0.5, F32),
+    "x": np.array([0.1, 0.7, 1.3], F32),
+    "t": np.full(3, 0.5, F32),
+}
+
+
+@pytest.mark.parametrize("op_type", list(spec.OPERATORS))
+def test_opset_version_1_runs_every_operator(op_type: str) -> None:
+    """The one ai.lossgrad version: each operator runs raw, with SPEC's defaults, and matches
+    the reference."""
+    model = with_lossgrad_import(raw_model(op_type, []), spec.OPSET_VERSION)
+    (got,) = raw_session(model).run(None, FEEDS)
+    inputs = dict(zip(spec.INPUT_NAMES, FEEDS.values(), strict=True))
+    np.testing.assert_allclose(got, reference.evaluate(op_type, inputs), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op_type", list(spec.OPERATORS))
+def test_opset_version_0_is_refused_by_onnx_runtime_with_a_clear_error(op_type: str) -> None:
+    """No schema ORT builds for a custom op starts below version 1, so ORT itself refuses
+    an import of version 0 at session creation: one line naming the domain and operator."""
+    model = with_lossgrad_import(raw_model(op_type, []), 0)
+    with pytest.raises(Exception, match=r"is not a registered function/op") as raised:
+        raw_session(model)
+    text = str(raised.value)
+    assert f"{spec.DOMAIN}:{op_type}" in text
+    assert "\n" not in text.strip()
+
+
 def test_registration_declares_only_opset_version_1() -> None:
     """Each custom op claims versions [1, 1] of ai.lossgrad, the only version that exists.
-    ONNX Runtime matches kernels against the since-version of the schema it builds (always
-    1), not against the model's import, so this does not by itself reject an opset-2 model;
-    the declaration says what the kernels implement."""
+    ONNX Runtime builds one schema per op name and matches kernels against its since-version
+    (1 for every import from 1 to 1000), not against the model's import, so this does not by
+    itself reject an opset-2 model; the declaration says what the kernels implement."""
     source = library_source()
     assert f"constexpr int kOpsetVersion = {spec.OPSET_VERSION};" in source
     assert "op.GetStartVersion = [](const OrtCustomOp*) { return kOpsetVersion; };" in source
     assert "op.GetEndVersion = [](const OrtCustomOp*) { return kOpsetVersion; };" in source
+
+
+@pytest.mark.parametrize("version", [2, 3, 1000])
+def test_raw_models_import_version_is_not_seen_by_the_kernels(version: int) -> None:
+    """The limitation README states: ORT resolves any ai.lossgrad import from 1 to 1000 to
+    the same version-1 schema and tells kernels only that since-version, so a raw model that
+    imports another version runs as version 1. If this fails, a runtime now lets the kernels
+    see the import: make them reject it with the compiler's message and update README."""
+    model = with_lossgrad_import(raw_model("KlDivBackward", []), version)
+    (got,) = raw_session(model).run(None, FEEDS)
+    (want,) = raw_session(raw_model("KlDivBackward", [])).run(None, FEEDS)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("version", [0, 2, 3, 1000])
+def test_session_rejects_other_opset_versions_with_the_compilers_message(version: int) -> None:
+    """What a raw model's kernels cannot see, session() (prepare_model) reads from the whole
+    model: another import is rejected with the compiler's 161002 message."""
+    model = with_lossgrad_import(raw_model("SmoothL1LossBackward", []), version)
+    with pytest.raises(InvalidArgumentError) as expected:
+        check_opset_imports(model)
+    with pytest.raises(InvalidArgumentError) as raised:
+        session(model)
+    assert str(raised.value) == str(expected.value)
+    assert raised.value.code == ACLNN_ERR_PARAM_INVALID
+    assert f"imports {spec.DOMAIN} version {version}; only version 1 exists" in str(raised.value)
 
 
 def test_valid_raw_model_runs() -> None:

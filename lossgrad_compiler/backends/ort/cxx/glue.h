@@ -400,8 +400,12 @@ inline CustomOp make_custom_op(const char* name,
     k->destroy(k->state);
     delete k;
   };
-  // The one ai.lossgrad version. ORT compares it with the since-version of its own schema
-  // (1 for every import), so it documents the kernels rather than rejecting other imports.
+  // The one ai.lossgrad version. It documents the kernels; it cannot reject other imports:
+  // ORT builds one schema per op name, whose since-version is the start version of the first
+  // op registered under that name, resolves every import from there to 1000 to it, and picks
+  // kernels by that since-version. A second op of the same name starting at version 2 thus
+  // never runs (registered first, it moves the schema to 2 and version 1 stops resolving),
+  // and a second ai.lossgrad domain is refused ("Domain already set in registry").
   op.GetStartVersion = [](const OrtCustomOp*) { return kOpsetVersion; };
   op.GetEndVersion = [](const OrtCustomOp*) { return kOpsetVersion; };
   return op;
