@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference
-from lossgrad_compiler.backends.onnx.run import make_session, to_ort_value
 from lossgrad_compiler.driver import clear_cache, compile_model
+from lossgrad_compiler.runtime.ort_io import make_session, to_ort_value
 
 OPS = ("KlDivBackward", "KlDivTargetBackward", "SmoothL1LossBackward")
 ATTRS = {

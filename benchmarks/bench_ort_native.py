@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.backends.onnx.run import to_ort_value
 from lossgrad_compiler.backends.ort.build import build_shared_library
 from lossgrad_compiler.runtime.ort import prepare_model, session_options
+from lossgrad_compiler.runtime.ort_io import to_ort_value
 
 OPS = ("KlDivBackward", "SmoothL1LossBackward", "KlDivTargetBackward")
 ATTRS = {

@@ -60,8 +60,8 @@ def _prepare_standard_onnx(mode: str, threads: int) -> Callable[[ModelProto], Ru
     """Compile once to standard ONNX (`mode`), then run in stock onnxruntime."""
 
     def prepare(model: ModelProto) -> Runner:
-        from lossgrad_compiler.backends.onnx.run import make_session, run_session
         from lossgrad_compiler.driver import compile_model
+        from lossgrad_compiler.runtime.ort_io import make_session, run_session
 
         session = make_session(compile_model(model, target="onnx", mode=mode).model, threads)
         return lambda feeds: _named_outputs(model, run_session(session, feeds))
@@ -73,8 +73,8 @@ def _prepare_native(threads: int) -> Callable[[ModelProto], Runner]:
     """The native kernel library in onnxruntime: every node, mixed element types included."""
 
     def prepare(model: ModelProto) -> Runner:
-        from lossgrad_compiler.backends.onnx.run import run_session
         from lossgrad_compiler.runtime import ort as native
+        from lossgrad_compiler.runtime.ort_io import run_session
 
         session = native.session(model, intra_op_num_threads=threads, inter_op_num_threads=1)
         return lambda feeds: _named_outputs(model, run_session(session, feeds))

@@ -194,9 +194,7 @@ def compile_signatures(
         for function in lower_signatures(missing).body.block.ops:
             assert isinstance(function, func.FuncOp)
             signature = next(s for s in missing if s.id == function.sym_name.data)
-            _COMPILED[signature.id] = translate_function(
-                function, spec.INPUT_NAMES, [signature.op.output]
-            )
+            _COMPILED[signature.id] = translate_function(function)
     return {s.id: _COMPILED[s.id] for s in signatures}, [s.id for s in missing], cached
 
 

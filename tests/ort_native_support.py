@@ -12,9 +12,9 @@ from onnx import ModelProto
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.onnx.run import run_session
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError
 from lossgrad_compiler.runtime.ort import library_path
+from lossgrad_compiler.runtime.ort_io import run_session
 
 FEED_NAMES = ("go", "x", "t")
 

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from lossgrad_compiler import cli, reference, spec
 from lossgrad_compiler import onnx as lo
-from lossgrad_compiler.backends.onnx.run import make_session, run_session
+from lossgrad_compiler.runtime.ort_io import make_session, run_session
 from tests.helpers.ir import lossgrad_ops
 from tests.ort_native_support import native_library
 

@@ -28,8 +28,8 @@ from onnx.reference import ReferenceEvaluator
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.backends.onnx.run import make_session, run_session
 from lossgrad_compiler.driver import clear_cache, compile_model
+from lossgrad_compiler.runtime.ort_io import make_session, run_session
 from tests.helpers.cases import (
     BROADCAST_PATTERNS,
     DTYPES,

@@ -404,8 +404,8 @@ def test_nodes_reading_intermediate_values_get_their_inferred_types(make_model, 
     """onnx's shape inference types both values, its checker passes, ONNX Runtime runs the
     compiled model; the result is SPEC's."""
     from lossgrad_compiler import reference
-    from lossgrad_compiler.backends.onnx.run import make_session, run_session
     from lossgrad_compiler.driver import compile_model
+    from lossgrad_compiler.runtime.ort_io import make_session, run_session
 
     model = make_model()
     lo.check_model(model)

@@ -14,18 +14,19 @@ from xdsl.dialects import func
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.backends.onnx import Level2TranslationError, translate_function
+from lossgrad_compiler.backends.onnx import translate_function
 from lossgrad_compiler.backends.onnx.names import UniqueNames
-from lossgrad_compiler.backends.onnx.run import (
+from lossgrad_compiler.backends.onnx.types import element_type_of, static_shape
+from lossgrad_compiler.context import make_context, parse_module
+from lossgrad_compiler.driver import compile_model
+from lossgrad_compiler.errors import InvalidArgumentError
+from lossgrad_compiler.level2 import Level2ContractError
+from lossgrad_compiler.runtime.ort_io import (
     from_ort_value,
     make_session,
     run_session,
     to_ort_value,
 )
-from lossgrad_compiler.backends.onnx.types import element_type_of, static_shape
-from lossgrad_compiler.context import make_context, parse_module
-from lossgrad_compiler.driver import compile_model
-from lossgrad_compiler.errors import InvalidArgumentError
 from tests.helpers.tolerances import TIGHT, assert_matches
 
 
@@ -340,7 +341,7 @@ INVALID_IR = {
             iterators='["reduction"]',
             out_type="tensor<f32>",
         ).replace("tensor.empty(%n)", "tensor.empty()"),
-        "a reduction must yield `arith.addf %acc, %v`",
+        "a summing body yields `arith.addf %acc, %v`",
     ),
     "parallel loop missing from the output": (
         generic_text(
@@ -348,11 +349,11 @@ INVALID_IR = {
             maps="[affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>]",
             out_type="tensor<f32>",
         ).replace("tensor.empty(%n)", "tensor.empty()"),
-        "a parallel iterator is missing from the output map",
+        "loop d0 must be a reduction exactly when the output map does not read it",
     ),
     "reading tensor.empty": (
         generic_text("%s = arith.addf %x, %o : f32\n linalg.yield %s : f32"),
-        "reads the output operand",
+        "an elementwise body does not read its output",
     ),
 }
 
@@ -361,14 +362,14 @@ INVALID_IR = {
 def test_ir_outside_the_contract_is_an_error_naming_the_op(case):
     text, message = INVALID_IR[case]
     function = only_function(text)
-    with pytest.raises(Level2TranslationError, match="ONNX backend: ") as info:
+    with pytest.raises(Level2ContractError, match="level 2 @f: ") as info:
         translate_function(function, ["a"], ["r"])
     assert message in str(info.value)
 
 
 def test_wrong_number_of_names_is_an_error():
     f = lowered("kl_div_backward", "f32", "?xf32", "?xf32", "?xf32")
-    with pytest.raises(Level2TranslationError, match="3 arguments, 2 names"):
+    with pytest.raises(Level2ContractError, match="3 arguments, 2 names"):
         translate_function(f, ["a", "b"], ["r"])
 
 

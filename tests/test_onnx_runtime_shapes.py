@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.backends.onnx.run import make_session, run_session
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.runtime.ort_io import make_session, run_session
 from tests.helpers.cases import make_case
 from tests.helpers.tolerances import TIGHT, assert_matches
 

@@ -93,7 +93,7 @@ def test_any_shapes_accepted_or_rejected_like_spec(
 
 BAD_ATTRIBUTES = [
     ("KlDivBackward", "reduction", "average"),
-    ("KlDivBackward", "reduction", "it's \"quoted\"\n\t\\"),
+    ("KlDivBackward", "reduction", 'it\'s "quoted"\n\t\\'),
     ("KlDivTargetBackward", "log_target", 2),
     ("KlDivTargetBackward", "log_target", -1),
     ("SmoothL1LossBackward", "reduction", "batchmean"),
@@ -123,9 +123,7 @@ def expected_attribute_message(op_type: str, name: str, value: object) -> str:
 )
 def test_bad_attributes_fail_session_creation(op_type: str, name: str, value: object) -> None:
     expected = expected_attribute_message(op_type, name, value)
-    model = node_model(
-        op_type, {name: value}, (F32,) * 3, ((), (2,), (2,)), write_attributes=False
-    )
+    model = node_model(op_type, {name: value}, (F32,) * 3, ((), (2,), (2,)), write_attributes=False)
     with pytest.raises(Exception) as raised:
         native_session(model)
     assert str(raised.value).endswith(expected), (str(raised.value), expected)
@@ -138,7 +136,10 @@ def test_bad_attributes_fail_session_creation(op_type: str, name: str, value: ob
 def test_unknown_attribute_rejected_by_session() -> None:
     """ORT cannot list a custom op's attributes; session() rejects unknown ones with spec."""
     model = node_model(
-        "KlDivBackward", {"reduction": "sum", "colour": 3}, (F32,) * 3, ((), (2,), (2,)),
+        "KlDivBackward",
+        {"reduction": "sum", "colour": 3},
+        (F32,) * 3,
+        ((), (2,), (2,)),
         write_attributes=False,
     )
     with pytest.raises(LossGradError, match="colour") as raised:

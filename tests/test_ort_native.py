@@ -12,8 +12,8 @@ import onnx
 import pytest
 
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.backends.onnx.run import run_session
 from lossgrad_compiler.runtime.ort import prepare_model, run_native, session
+from lossgrad_compiler.runtime.ort_io import run_session
 from tests.helpers.cases import DTYPES, OP_TYPES, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches
 from tests.ort_native_support import (

@@ -24,7 +24,7 @@ HOSTILE = [
     "*/ #include </etc/passwd> /*",
     "??=define x \\\n",
     "\x00\x01\xff\ufffd\u202e",
-    "ai.lossgrad\"\nint main(){}",
+    'ai.lossgrad"\nint main(){}',
 ]
 
 
@@ -53,7 +53,7 @@ def test_string_literals_round_trip_through_the_compiler(tmp_path: Path) -> None
         pytest.skip(str(err))
     body = "".join(
         f"  fwrite({cxx_string_literal(s)}, 1, sizeof({cxx_string_literal(s)}) - 1, stdout);"
-        '  fputc(0x1e, stdout);\n'
+        "  fputc(0x1e, stdout);\n"
         for s in strings
     )
     source = f"#include <cstdio>\nint main() {{\n{body}  return 0;\n}}\n"
@@ -80,7 +80,11 @@ def test_hostile_node_names_and_docs_do_not_reach_the_library() -> None:
     shapes = tuple(case.inputs[n].shape for n in ("grad_output", "self", "target"))
     for hostile in HOSTILE:
         model = node_model(
-            case.op_type, case.attrs, dtypes, shapes, (case.result_dtype, case.result_shape),
+            case.op_type,
+            case.attrs,
+            dtypes,
+            shapes,
+            (case.result_dtype, case.result_shape),
             node_name=hostile,
         )
         model.doc_string = hostile

@@ -34,6 +34,7 @@ from lossgrad_compiler.runtime.external_data import (
     check_external_data,
     model_folder,
 )
+from lossgrad_compiler.runtime.ort_io import run_session
 
 LIBRARY_NAME = "liblossgrad_ort"
 ANNOUNCEMENT = Announcement(
@@ -117,7 +118,5 @@ def run_native(
 ) -> list[np.ndarray]:
     """All outputs of one run of `model` with the native kernels on `threads` intra-op
     threads; feeds and outputs are numpy arrays of any of the four float types."""
-    from lossgrad_compiler.backends.onnx.run import run_session
-
     sess = session(model, intra_op_num_threads=threads, inter_op_num_threads=1)
     return run_session(sess, feeds)

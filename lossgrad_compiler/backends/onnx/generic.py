@@ -16,20 +16,20 @@ the rule fails in ONNX Runtime instead of returning numbers for other shapes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith
-from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 
+from lossgrad_compiler import level2
 from lossgrad_compiler.backends.onnx.size_check import (
     SizePair,
     emit_size_check,
     equal_size_pairs,
     gate,
 )
-from lossgrad_compiler.backends.onnx.translator import Translator, rule
-from lossgrad_compiler.backends.onnx.types import Level2TranslationError, static_shape
+from lossgrad_compiler.backends.onnx.types import static_shape
 from lossgrad_compiler.backends.onnx.values import (
     Accumulator,
     DimOf,
@@ -37,97 +37,56 @@ from lossgrad_compiler.backends.onnx.values import (
     ScalarConstant,
     ShapeEntry,
     Tensor,
+    Value,
 )
 
-
-def aligned_axes(
-    op: Operation, amap: AffineMap, value_type: Attribute, loops: int
-) -> frozenset[int]:
-    """The iteration axes an operand covers, after checking that its map is right-aligned."""
-    shape = static_shape(value_type)
-    rank = len(shape)
-    if len(amap.results) != rank or amap.num_dims != loops or rank > loops:
-        raise Level2TranslationError(op, f"indexing map {amap} does not fit its operand")
-    axes = set()
-    for j, expr in enumerate(amap.results):
-        axis = loops - rank + j
-        if isinstance(expr, AffineDimExpr) and expr.position == axis:
-            axes.add(axis)
-        elif not (isinstance(expr, AffineConstantExpr) and expr.value == 0 and shape[j] == 1):
-            raise Level2TranslationError(
-                op,
-                f"indexing map {amap}: result {j} must be d{axis}, or 0 at a size-1 dimension",
-            )
-    return frozenset(axes)
+if TYPE_CHECKING:
+    from lossgrad_compiler.backends.onnx.translator import Translator
 
 
-@rule(GenericOp)
-def generic(t: Translator, op: GenericOp) -> None:
+def translate_generic(t: Translator, op: GenericOp) -> Value:
+    """The generic's result, its structure read through `level2.analyze_generic`."""
+    generic = level2.analyze_generic(op)
     maps = [m.data for m in op.indexing_maps]
-    iterators = [str(it.data) for it in op.iterator_types]
-    loops = len(iterators)
-    if len(op.outputs) != 1 or len(maps) != len(op.inputs) + 1:
-        raise Level2TranslationError(op, "expected exactly one output")
-    output = op.outputs[0]
+    loops = generic.loops
+    output = generic.output
     body = t.nested()
-    block = op.body.block
     pairs = equal_size_pairs(t, op, maps)
     ok = emit_size_check(t, pairs) if pairs else None
-    values = [t.tensor(operand, op) for operand in op.inputs]
-    gated = _operands_to_gate(op, values, pairs) if ok is not None else set()
-    for i, (arg, operand, amap) in enumerate(zip(block.args, op.inputs, maps, strict=False)):
+    values = [t.tensor(operand.value, op) for operand in generic.inputs]
+    gated = _operands_to_gate(generic, values, pairs) if ok is not None else set()
+    for i, operand in enumerate(generic.inputs):
         value = values[i]
         name = gate(t, value.name, value.rank, ok) if i in gated and ok else value.name
-        body.env[arg] = Tensor(name, value.rank, aligned_axes(op, amap, operand.type, loops))
-    body.env[block.args[-1]] = Accumulator()
-    out_axes = aligned_axes(op, maps[-1], output.type, loops)
-    reduced = frozenset(k for k, it in enumerate(iterators) if it == "reduction")
-    out_rank = len(static_shape(output.type))
-    if any(k not in reduced for k in range(loops - out_rank)) or any(
-        k not in out_axes and k not in reduced for k in range(loops - out_rank, loops)
-    ):
-        raise Level2TranslationError(op, "a parallel iterator is missing from the output map")
-
-    accumulate = _accumulating_add(op) if reduced else None
-    yield_op = body.run_block(block, lambda o: o is accumulate or isinstance(o, YieldOp))
-    if accumulate is not None:
-        acc = block.args[-1]
-        summand: SSAValue = accumulate.rhs if accumulate.lhs is acc else accumulate.lhs
-        if any(use.operation is not accumulate for use in acc.uses):
-            raise Level2TranslationError(op, "the accumulator is read outside its addf")
-        value = body.tensor(summand, accumulate)
-        value = _reduce(t, op, value, reduced, loops, out_rank, maps)
-        value = _add_initial(t, op, value, output, out_axes)
-    else:
-        assert isinstance(yield_op, YieldOp)
-        if reduced:
-            raise Level2TranslationError(op, "a reduction must yield `arith.addf %acc, %v`")
-        value = body.tensor(yield_op.operands[0], yield_op)
-    result = _complete(t, op, value, output, out_rank, loops, out_axes)
+        body.env[operand.block_arg] = Tensor(name, value.rank, _axes(operand))
+    body.env[output.block_arg] = Accumulator()
+    out_axes = _axes(output)
+    reduced = frozenset(k for k, r in enumerate(generic.reduction_loops) if r)
+    body.run_ops(generic.body_ops)
+    value = body.tensor(generic.value, generic.accumulation.add if generic.accumulation else op)
+    if generic.accumulation is not None:
+        value = _reduce(t, op, value, reduced, loops, output.rank, maps)
+        value = _add_initial(t, op, value, output.value, out_axes)
+    result = _complete(t, op, value, output.value, output.rank, loops, out_axes)
     if ok is not None and not gated:  # the body reads no operand: the result waits instead
         result = Tensor(gate(t, result.name, result.rank, ok), result.rank, shape=result.shape)
-    t.env[op.results[0]] = result
+    return result
 
 
-def _operands_to_gate(op: GenericOp, values: list[Tensor], pairs: list[SizePair]) -> set[int]:
+def _axes(operand: level2.GenericOperand) -> frozenset[int]:
+    """The iteration axes along which an operand has its full extent."""
+    return frozenset(loop for loop in operand.index_map if loop is not None)
+
+
+def _operands_to_gate(
+    generic: level2.Level2Generic, values: list[Tensor], pairs: list[SizePair]
+) -> set[int]:
     """The inputs that wait for the size check: those the body reads whose sizes are checked
     (the body's first node mixing mismatched operands would otherwise fail first, with ONNX
     Runtime's broadcasting message), else every input the body reads."""
-    read = [i for i, arg in enumerate(op.body.block.args[: len(op.inputs)]) if arg.uses]
+    read = [i for i, operand in enumerate(generic.inputs) if operand.reads]
     checked = {e.tensor for pair in pairs for e in pair if isinstance(e, DimOf)}
     return {i for i in read if values[i].name in checked} or set(read)
-
-
-def _accumulating_add(op: GenericOp) -> arith.AddfOp:
-    """The `arith.addf %acc, %v` whose result the body yields."""
-    block = op.body.block
-    yielded = block.last_op
-    if isinstance(yielded, YieldOp) and len(yielded.operands) == 1:
-        add = yielded.operands[0].owner
-        acc = block.args[-1]
-        if isinstance(add, arith.AddfOp) and acc in (add.lhs, add.rhs):
-            return add
-    raise Level2TranslationError(op, "a reduction must yield `arith.addf %acc, %v`")
 
 
 def _reduce(
@@ -205,5 +164,5 @@ def _iteration_shape(
                 if known is None or (not isinstance(known, int) and isinstance(entries[j], int)):
                     sizes[expr.position] = entries[j]
     if any(s is None for s in sizes):
-        raise Level2TranslationError(op, "a loop is read by no operand, its size is unknown")
+        raise level2.Level2ContractError(op, "a loop is read by no operand, its size is unknown")
     return [s for s in sizes if s is not None]

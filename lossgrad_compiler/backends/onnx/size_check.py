@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
-from lossgrad_compiler.backends.onnx.translator import Translator
-from lossgrad_compiler.backends.onnx.types import Level2TranslationError
 from lossgrad_compiler.backends.onnx.values import DimOf, ShapeEntry
+from lossgrad_compiler.level2 import Level2ContractError
+
+if TYPE_CHECKING:
+    from lossgrad_compiler.backends.onnx.translator import Translator
 
 SizePair = tuple[ShapeEntry, ShapeEntry]
 
@@ -45,7 +48,7 @@ def equal_size_pairs(t: Translator, op: GenericOp, maps: Sequence[AffineMap]) ->
     for loop, group in enumerate(groups):
         static = [e for e in group if isinstance(e, int)]
         if len(static) > 1:
-            raise Level2TranslationError(op, f"loop d{loop} has the static sizes {static}")
+            raise Level2ContractError(op, f"loop d{loop} has the static sizes {static}")
         chain = static + [e for e in group if not isinstance(e, int)]
         pairs.extend(itertools.pairwise(chain))
     # Pairs of the same two values next to each other: both sides then read whole shapes.

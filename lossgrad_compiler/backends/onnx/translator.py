@@ -1,21 +1,28 @@
 """Translate one level-2 `func.func` into ONNX nodes.
 
-Each op kind has its own rule (rules.py, generic.py), registered by op class; this module only
-walks the function, keeps the SSA-value → ONNX mapping and finishes the outputs. An op without
-a rule is an error, never a silent skip (docs/level2.md)."""
+Scalar ops go through the backend's `level2.ScalarOpDispatch` (rules.py); index arithmetic
+and tensor bookkeeping (bookkeeping.py) and the generics (generic.py) have one rule each.
+This module only walks the function, keeps the SSA-value → ONNX mapping and finishes the
+outputs. An op without a rule is an error, never a silent skip (docs/level2.md)."""
 
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from onnx import NodeProto, helper
 from xdsl.dialects import func
+from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Block, Operation, SSAValue
 
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.onnx.bookkeeping import BOOKKEEPING_RULES
+from lossgrad_compiler.backends.onnx.generic import translate_generic
+from lossgrad_compiler.backends.onnx.rules import OnnxScalarOps
 from lossgrad_compiler.backends.onnx.sink import NodeSink
-from lossgrad_compiler.backends.onnx.types import Level2TranslationError, static_shape
+from lossgrad_compiler.backends.onnx.types import static_shape
 from lossgrad_compiler.backends.onnx.values import (
     Accumulator,
     DimOf,
@@ -27,20 +34,7 @@ from lossgrad_compiler.backends.onnx.values import (
     Tensor,
     Value,
 )
-
-Rule = Callable[["Translator", Operation], None]
-RULES: dict[type[Operation], Rule] = {}
-
-
-def rule(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
-    """Register the translation rule of one or more op classes."""
-
-    def register(fn: Rule) -> Rule:
-        for op_class in op_classes:
-            RULES[op_class] = fn
-        return fn
-
-    return register
+from lossgrad_compiler.level2 import Level2ContractError, read_identity
 
 
 class Translator:
@@ -49,16 +43,20 @@ class Translator:
     def __init__(self, sink: NodeSink) -> None:
         self.sink = sink
         self.env: MutableMapping[SSAValue, Value] = {}
+        self.scalar_ops = OnnxScalarOps(self)
 
     def lookup(self, value: SSAValue, op: Operation) -> Value:
         try:
             return self.env[value]
         except KeyError:
-            raise Level2TranslationError(op, "uses a value defined outside the function") from None
+            raise Level2ContractError(op, "uses a value defined outside the function") from None
 
     def tensor(self, value: SSAValue, op: Operation) -> Tensor:
         """The operand as an ONNX value, creating the nodes of a symbolic value if needed."""
-        found = self.lookup(value, op)
+        return self.materialize(self.lookup(value, op), op)
+
+    def materialize(self, found: Value, op: Operation) -> Tensor:
+        """`found` as an ONNX value, creating the nodes of a symbolic value if needed."""
         if isinstance(found, Tensor):
             return found
         if isinstance(found, ScalarConstant):
@@ -76,9 +74,9 @@ class Translator:
             expanded = self.sink.expand(fill.name, shape, rank)
             return Tensor(expanded, rank, shape=found.empty.shape)
         if isinstance(found, EmptyTensor):
-            raise Level2TranslationError(op, "reads the contents of a tensor.empty")
+            raise Level2ContractError(op, "reads the contents of a tensor.empty")
         assert isinstance(found, Accumulator)
-        raise Level2TranslationError(
+        raise Level2ContractError(
             op, "reads the output operand of a linalg.generic outside `arith.addf %acc, %v`"
         )
 
@@ -102,17 +100,34 @@ class Translator:
         for op in block.ops:
             if stop(op):
                 return op
-            fn = RULES.get(type(op))
-            if fn is None:
-                raise Level2TranslationError(op, "is not in the level-2 op list")
-            fn(self, op)
-        raise Level2TranslationError(None, "block has no terminator")
+            self.run_ops([op])
+        raise Level2ContractError(None, "block has no terminator")
+
+    def run_ops(self, ops: Iterable[Operation]) -> None:
+        """Translate `ops` in order."""
+        for op in ops:
+            structural = _STRUCTURE_RULES.get(type(op))
+            if structural is not None:
+                value = structural(self, op)
+            elif self.scalar_ops.has_rule(op):
+                operands = [self.lookup(v, op) for v in op.operands]
+                value = self.scalar_ops.translate(op, operands)
+            else:
+                raise Level2ContractError(op, "is not in the level-2 op list")
+            self.env[op.results[0]] = value
 
     def nested(self) -> Translator:
         """A translator for a region: its own values over those of the enclosing scope."""
         inner = Translator(self.sink)
         inner.env = ChainMap({}, self.env)
         return inner
+
+
+_STRUCTURE_RULES: dict[type[Operation], Callable[[Translator, Any], Value]] = {
+    **BOOKKEEPING_RULES,
+    GenericOp: translate_generic,
+}
+"""Ops that are not scalar: index arithmetic, tensor bookkeeping and the generics."""
 
 
 @dataclass(frozen=True)
@@ -126,16 +141,21 @@ class TranslatedFunction:
 
 def translate_function(
     function: func.FuncOp,
-    input_names: Sequence[str],
-    output_names: Sequence[str],
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
     prefix: str = "",
 ) -> TranslatedFunction:
-    """ONNX nodes for `function`; intermediate values are named `<prefix>t<k>_<hint>`."""
-    from lossgrad_compiler.backends.onnx import generic, rules  # noqa: F401  (register rules)
+    """ONNX nodes for `function`; intermediate values are named `<prefix>t<k>_<hint>`.
 
+    Without names, a function lowered from one operator takes the operator's input and output
+    names from its identity attributes (`lossgrad.op_type`)."""
+    if input_names is None or output_names is None:
+        op_spec, _ = read_identity(function)
+        input_names = spec.INPUT_NAMES if input_names is None else input_names
+        output_names = [op_spec.output] if output_names is None else output_names
     block = function.body.block
     if len(block.args) != len(input_names):
-        raise Level2TranslationError(
+        raise Level2ContractError(
             function, f"has {len(block.args)} arguments, {len(input_names)} names were given"
         )
     sink = NodeSink(prefix)
@@ -144,7 +164,7 @@ def translate_function(
         translator.env[arg] = Tensor(name, len(static_shape(arg.type)))
     ret = translator.run_block(block, lambda op: isinstance(op, func.ReturnOp))
     if len(ret.operands) != len(output_names):
-        raise Level2TranslationError(
+        raise Level2ContractError(
             ret, f"returns {len(ret.operands)} values, {len(output_names)} names were given"
         )
     produced = {out for node in sink.nodes for out in node.output}

@@ -1,4 +1,4 @@
-"""Element types of level-2 IR as ONNX element type codes, and the backend's own error."""
+"""Element types of level-2 IR as ONNX element type codes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from xdsl.dialects.builtin import IndexType, IntegerType, TensorType
 from xdsl.ir import Attribute, Operation
 
 from lossgrad_compiler.dialects.lossgrad import element_float_type
+from lossgrad_compiler.level2 import Level2ContractError
 
 _INTEGER_CODES = {
     1: TensorProto.BOOL,
@@ -15,15 +16,6 @@ _INTEGER_CODES = {
     32: TensorProto.INT32,
     64: TensorProto.INT64,
 }
-
-
-class Level2TranslationError(ValueError):
-    """The IR holds an op or a form outside docs/level2.md's list: a compiler bug, not a user
-    error, so the message names the op as MLIR prints it."""
-
-    def __init__(self, op: Operation | None, problem: str) -> None:
-        where = f"'{op.name}': " if op is not None else ""
-        super().__init__(f"ONNX backend: {where}{problem}")
 
 
 def onnx_element_type(element_type: Attribute, op: Operation | None = None) -> int:
@@ -35,7 +27,7 @@ def onnx_element_type(element_type: Attribute, op: Operation | None = None) -> i
         return TensorProto.INT64
     if isinstance(element_type, IntegerType) and element_type.width.data in _INTEGER_CODES:
         return _INTEGER_CODES[element_type.width.data]
-    raise Level2TranslationError(op, f"element type {element_type} has no ONNX counterpart")
+    raise Level2ContractError(op, f"element type {element_type} has no ONNX counterpart")
 
 
 def element_type_of(value_type: Attribute, op: Operation | None = None) -> int:

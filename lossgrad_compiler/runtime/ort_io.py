@@ -1,7 +1,7 @@
 """Running compiled models in ONNX Runtime from numpy, bfloat16 included.
 
 ORT's Python API takes neither ml_dtypes bfloat16 arrays as feeds nor returns bfloat16
-outputs as arrays; both travel as raw 16-bit patterns here (reference/onnx-ort.md §3.4)."""
+outputs as arrays (numpy has no bfloat16), so both travel as raw 16-bit patterns here."""
 
 from __future__ import annotations
 
@@ -60,17 +60,3 @@ def run_session(session: ort.InferenceSession, feeds: Mapping[str, np.ndarray]) 
     values = {name: to_ort_value(np.asarray(array)) for name, array in feeds.items()}
     outputs = session.run_with_ort_values(None, values)
     return [from_ort_value(v) for v in outputs]
-
-
-def run_compiled(
-    model: ModelProto | bytes | str | Path,
-    feeds: Mapping[str, np.ndarray],
-    mode: str = "functions",
-    threads: int = 1,
-) -> list[np.ndarray]:
-    """Compile `model`'s ai.lossgrad nodes to standard ONNX (`mode` functions or inline) and
-    run it in stock ONNX Runtime; the outputs in graph order."""
-    from lossgrad_compiler.driver import compile_model
-
-    compiled = compile_model(model, target="onnx", mode=mode).model
-    return run_session(make_session(compiled, threads), feeds)
