@@ -23,7 +23,7 @@ from xdsl.ir import Block, Region
 
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.ascendc import emit_project
-from lossgrad_compiler.backends.ascendc.cxx import cxx_comparison
+from lossgrad_compiler.backends.cxx import cxx_comparison
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
 from lossgrad_compiler.frontend.lowering import lower_signatures

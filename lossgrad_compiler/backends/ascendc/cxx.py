@@ -1,17 +1,16 @@
-"""C++ spellings shared by the Ascend C printers: element types, literals, dtype enums, and
-the scalar float arithmetic and comparisons of level 2 as C++ expressions."""
+"""C++ spellings shared by the Ascend C printers: element types, literals and dtype enums
+(the level-2 scalar arithmetic and comparisons are lossgrad_compiler.backends.cxx, shared
+with the ORT kernels)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
-from xdsl.dialects import arith
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute
 
-from lossgrad_compiler import level2, spec
+from lossgrad_compiler import spec
 from lossgrad_compiler.dialects.ascendc import is_mask_type
 
 ACL_DTYPES: dict[str, int] = {
@@ -106,57 +105,3 @@ def string_literal(text: str) -> str:
         else:
             out.append(f'\\x{ord(ch) & 0xFF:02x}""')
     return '"' + "".join(out) + '"'
-
-
-# --------------------------------------------------------------------------- scalar expressions
-
-
-class CxxFloatArithmetic(level2.ScalarOpDispatch[str]):
-    """Level-2 float arithmetic as C++ expressions over the operands' C++ names: the part the
-    kernel's Init-time scalars and the host tiling's scalars share. Subclasses add the ops
-    whose C++ depends on where the scalar lives (constants, casts)."""
-
-    BACKEND = "Ascend C scalar"
-
-    @level2.rule(arith.AddfOp)
-    def addf(self, op: Operation, a: Sequence[str]) -> str:
-        return f"{a[0]} + {a[1]}"
-
-    @level2.rule(arith.SubfOp)
-    def subf(self, op: Operation, a: Sequence[str]) -> str:
-        return f"{a[0]} - {a[1]}"
-
-    @level2.rule(arith.MulfOp)
-    def mulf(self, op: Operation, a: Sequence[str]) -> str:
-        return f"{a[0]} * {a[1]}"
-
-    @level2.rule(arith.DivfOp)
-    def divf(self, op: Operation, a: Sequence[str]) -> str:
-        return f"{a[0]} / {a[1]}"
-
-    @level2.rule(arith.NegfOp)
-    def negf(self, op: Operation, a: Sequence[str]) -> str:
-        return f"-{a[0]}"
-
-
-_CXX_RELATION = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
-
-
-def cxx_comparison(predicate: level2.Predicate, a: str, b: str) -> str:
-    """`a predicate b` in C++, NaN included. C++'s <, >, <=, >=, == are the ordered
-    predicates (false on NaN); `one` is `<` or `>`; an unordered predicate is the negation
-    of its ordered complement."""
-    if predicate.relation is None:
-        raise level2.Level2ContractError(
-            "arith.cmpf", f"predicate '{predicate.name}' is not level 2"
-        )
-    if predicate.ordered:
-        return _ordered(predicate, a, b, alone=True)
-    return f"!({_ordered(predicate.negated, a, b, alone=False)})"
-
-
-def _ordered(predicate: level2.Predicate, a: str, b: str, alone: bool) -> str:
-    if predicate.relation == "ne":
-        text = f"{a} < {b} || {a} > {b}"
-        return f"({text})" if alone else text
-    return f"{a} {_CXX_RELATION[str(predicate.relation)]} {b}"

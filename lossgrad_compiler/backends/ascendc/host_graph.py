@@ -12,7 +12,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
 from lossgrad_compiler import level2, spec
-from lossgrad_compiler.backends.ascendc.cxx import CxxFloatArithmetic, element_spec, float_literal
+from lossgrad_compiler.backends.ascendc.cxx import element_spec, float_literal
+from lossgrad_compiler.backends.cxx import CxxFloatArithmetic
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import InvalidArgumentError
 

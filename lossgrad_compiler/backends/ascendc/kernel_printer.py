@@ -17,12 +17,8 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, IndexType, IntegerA
 from xdsl.ir import Block, Operation, SSAValue
 
 from lossgrad_compiler import level2
-from lossgrad_compiler.backends.ascendc.cxx import (
-    CxxFloatArithmetic,
-    cxx_comparison,
-    element_cxx,
-    float_literal,
-)
+from lossgrad_compiler.backends.ascendc.cxx import element_cxx, float_literal
+from lossgrad_compiler.backends.cxx import CxxFloatArithmetic, cxx_comparison
 from lossgrad_compiler.dialects import ascendc as asc
 
 TILING_FIELDS = (

@@ -25,11 +25,9 @@ from lossgrad_compiler.backends.ort.variants import (
     kernel_types,
 )
 
-# Shape patterns: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
-PATTERN_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 4}
+# Slots: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
 NUM_SLOTS = 8
 
-STORAGE_TYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float", "f64": "double"}
 COMPUTE_TYPES = {"f32": "float", "f64": "double"}
 
 
@@ -234,13 +232,13 @@ def print_compute(
         terms.append(f"{index} * {radix}" if radix != 1 else index)
         radix *= count
     cases = []
-    for (classes, slot), (kernel, params, markers) in sorted(slots.items()):
+    for (classes, slot), (kernel, params, arguments) in sorted(slots.items()):
         combined = 0
         scale = 1
         for attribute, k in reversed(list(zip(op.attributes, classes, strict=True))):
             combined += k * scale
             scale *= len(attribute_classes(attribute))
-        args = "".join(f", a.{cxx_identifier(m)}" for m in markers)
+        args = "".join(f", {argument}" for argument in arguments)
         cases.append(
             f"    case {combined * NUM_SLOTS + slot}: return run_variant<variants::{kernel}>"
             f"(c, variants::{params}(c.shapes{args}));"

@@ -19,7 +19,11 @@ from lossgrad_compiler.backends.ort.glue_printer import (
 )
 from lossgrad_compiler.backends.ort.messages import print_message_tables
 from lossgrad_compiler.backends.ort.variant_printer import Variant
-from lossgrad_compiler.backends.ort.variants import kernel_signatures, lowered_variants
+from lossgrad_compiler.backends.ort.variants import (
+    kernel_signatures,
+    lowered_variants,
+    parameter_arguments,
+)
 
 RUNTIME_HEADERS = ("half.h", "vmath.h", "messages.h", "iteration.h", "glue.h")
 RANK0_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 0}
@@ -61,7 +65,7 @@ class _Variants:
 
     def __init__(self) -> None:
         self.kernels: dict[str, str] = {}
-        self.params: dict[tuple[str, str, tuple[str, ...]], str] = {}
+        self.params: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
         self.texts: list[str] = []
 
     def add(self, variant: Variant) -> tuple[str, str]:
@@ -99,7 +103,7 @@ def library_source() -> str:
                         "that another pattern already fills"
                     )
                 kernel, params = variants.add(lowered.variant)
-                slots[key] = (kernel, params, lowered.variant.parameters)
+                slots[key] = (kernel, params, parameter_arguments(lowered))
             glue.append(print_compute(op, types, slots))
     parts = [_PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION), print_message_tables()]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]

@@ -10,8 +10,9 @@ Attributes are run-time values of a node, so the library holds one variant per
 
 * attribute classes, from spec's table: every choice of a STRING or INT attribute, and for a
   FLOAT attribute with a minimum its two level-2 forms, "== minimum" and "> minimum" (judged
-  after rounding to the compute type, as docs/level2.md rules for beta). The "> minimum" form
-  is lowered with a MARKER value that the printer turns into the run-time parameter;
+  after rounding to the compute type, as docs/level2.md rules for beta). Variants are lowered
+  in level 2's run-time-parameter form, so the "> minimum" form takes the value as a function
+  argument (and the scale its divisor n), and one variant serves every value;
 * shape patterns, at representative rank 2 with every size dynamic except:
   `full` (self and target of rank 2), `self0`/`target0`/`both0` (those operands 0-d: the
   scale takes another form there) and, for ops whose result takes an operand's shape, `sum`
@@ -33,16 +34,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Attribute
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import level2, spec
+from lossgrad_compiler.backends.ort.cxx_text import cxx_identifier
+from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.variant_printer import Variant, print_variant
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
-
-# Stands for a FLOAT attribute above its minimum while lowering; the printer recognises the
-# constant it becomes (rounded to the compute type) and prints the run-time parameter. It
-# must not equal any constant a formula uses (0, 1, -1) in any float type.
-MARKER = 0.7853981633974483
 
 _D = DYNAMIC_INDEX
 PATTERNS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
@@ -69,7 +67,10 @@ def attribute_classes(attribute: spec.AttributeSpec) -> list[AttrClass]:
     if attribute.choices is not None:
         return [AttrClass(attribute, c, i) for i, c in enumerate(attribute.choices)]
     if attribute.kind is spec.AttrKind.FLOAT and attribute.minimum is not None:
-        return [AttrClass(attribute, attribute.minimum, 0), AttrClass(attribute, MARKER, 1)]
+        # Any value above the minimum selects the "> minimum" form; the value itself is a
+        # run-time parameter of the lowered function.
+        above = attribute.minimum + 1.0
+        return [AttrClass(attribute, attribute.minimum, 0), AttrClass(attribute, above, 1)]
     raise ValueError(f"attribute '{attribute.name}' has no finite set of level-2 forms")
 
 
@@ -132,7 +133,7 @@ def level2_function(
     target_shape: tuple[int, ...],
 ) -> func.FuncOp:
     """A level-1 function with one op of `op` on inputs of these element types, lowered by
-    lower-lossgrad."""
+    lower-lossgrad in the run-time-parameter form."""
     shapes = ((), self_shape, target_shape)
     types = [TensorType(_mlir_float(e), s) for e, s in zip(inputs, shapes, strict=True)]
     function = func.FuncOp("variant", (types, []))
@@ -141,7 +142,7 @@ def level2_function(
         func.ReturnOp(result)
     function.function_type = func.FunctionType.from_lists(types, [result.results[0].type])
     module = ModuleOp([function])
-    LowerLossgradPass().apply(make_context(), module)
+    LowerLossgradPass(runtime_parameters=True).apply(make_context(), module)
     return function
 
 
@@ -152,11 +153,34 @@ def _mlir_float(element: spec.FloatType) -> Attribute:
 def lowered_variants(op: spec.OperatorSpec, inputs: Inputs) -> Iterator[LoweredVariant]:
     """Every (attribute classes, pattern) variant of one op for inputs of these types."""
     per_attribute = [attribute_classes(a) for a in op.attributes]
-    result_operand = OPERAND_INDEX.get(op.differentiates)
     for classes in itertools.product(*per_attribute):
         attrs = {c.attribute.name: c.value for c in classes}
-        markers = {c.attribute.name: MARKER for c in classes if isinstance(c.value, float)}
         for name, (self_shape, target_shape) in patterns(op).items():
             function = level2_function(op, inputs, attrs, self_shape, target_shape)
-            variant = print_variant(function, markers, result_operand)
+            variant = print_variant(function)
             yield LoweredVariant(op, inputs, tuple(classes), name, variant)
+
+
+def parameter_arguments(lowered: LoweredVariant) -> tuple[str, ...]:
+    """The glue's C++ argument for each run-time parameter of a variant: n by
+    spec.divisor_rule from the call's shapes (`c.shapes`), an attribute from the node's
+    attributes (`a.<name>`)."""
+    attrs = {c.attribute.name: c.value for c in lowered.classes}
+    self_rank = 0 if lowered.pattern in ("self0", "both0") else 1
+    arguments = []
+    for name in lowered.variant.parameter_names:
+        if name == level2.PARAMETER_N:
+            arguments.append(_divisor_expression(spec.divisor_rule(attrs["reduction"], self_rank)))
+        else:
+            arguments.append(f"a.{cxx_identifier(name)}")
+    return tuple(arguments)
+
+
+def _divisor_expression(divisor: spec.Divisor | None) -> str:
+    """n as the C++ of cxx/iteration.h's Shapes."""
+    if divisor is spec.Divisor.NUMEL:
+        mask = (1 << OPERAND_INDEX["self"]) | (1 << OPERAND_INDEX["target"])
+        return f"c.shapes.broadcast_numel({mask}u)"
+    if divisor is spec.Divisor.BATCH:
+        return f"c.shapes.dim({OPERAND_INDEX['self']}, 0)"
+    raise OrtBackendError("a variant takes n where spec.divisor_rule scales nothing")
