@@ -23,13 +23,13 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from lossgrad_compiler.dialects import ascendc as asc
-from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
-from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.host_printer import block_elements
 from lossgrad_compiler.backends.ascendc.project import lower_to_ascendc
+from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
+from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 

@@ -27,10 +27,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from xdsl.printer import Printer
 
 from lossgrad_compiler.context import make_context, parse_module
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 
 SIGNATURE = (
     "%dy: tensor<f32>, %x: tensor<16x16xf32>, %t: tensor<16x16xf32>, "

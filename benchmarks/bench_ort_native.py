@@ -93,9 +93,7 @@ def single_node_model(op: str, dtype: np.dtype) -> object:
 
 def ort_runner(model: object, inputs: dict[str, np.ndarray], threads: int, native: bool):
     so = session_options(native, intra_op_num_threads=threads, inter_op_num_threads=1)
-    sess = ort.InferenceSession(
-        model.SerializeToString(), so, providers=["CPUExecutionProvider"]
-    )
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     binding = sess.io_binding()
     for name, key in zip(("go", "x", "t"), spec.INPUT_NAMES, strict=True):
         binding.bind_ortvalue_input(name, to_ort_value(inputs[key]))

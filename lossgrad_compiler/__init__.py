@@ -13,6 +13,7 @@ def __getattr__(name: str) -> Any:
     """`compile_model` is imported on first use: it pulls in xDSL, which plain users of the
     spec or the reference do not need."""
     if name == "compile_model":
+        # defers xDSL, which plain users of the spec or the reference do not need
         from lossgrad_compiler.driver import compile_model
 
         return compile_model

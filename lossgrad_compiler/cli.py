@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
     if args.target == "ascendc":
         return _compile_ascendc(args.input, project_directory(args.output), args.soc)
+    # defers xDSL and the compiler: `--help` and usage errors answer without them
     from lossgrad_compiler.driver import compile_model, load_model
 
     if args.target == "ort":
@@ -191,7 +192,7 @@ def _refuse_overwriting(path: Path, protected: set[Path]) -> None:
 def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
     """The built kernel library and the runtime's model preparation (which checks every node
     and gives it its function, the fallback where the library is not registered)."""
-    try:
+    try:  # defers onnxruntime and the kernel build, which only `--target ort` needs
         from lossgrad_compiler.runtime.ort import library_path, prepare_model
     except ImportError as err:
         raise Unavailable(f"target 'ort' is unavailable in this installation ({err})") from None
@@ -199,10 +200,11 @@ def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
 
 
 def _compile_ascendc(source: Path, out_dir: Path, soc: str) -> list[str]:
-    try:
+    try:  # defers the Ascend C backend, which only `--target ascendc` needs
         from lossgrad_compiler.backends.ascendc import emit_project
     except ImportError as err:
         raise Unavailable(f"target 'ascendc' is unavailable in this installation ({err})") from None
+    # defers xDSL and the compiler: `--help` and usage errors answer without them
     from lossgrad_compiler.driver import lower_model
 
     start = time.perf_counter()

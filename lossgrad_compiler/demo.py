@@ -60,6 +60,7 @@ def _prepare_standard_onnx(mode: str, threads: int) -> Callable[[ModelProto], Ru
     """Compile once to standard ONNX (`mode`), then run in stock onnxruntime."""
 
     def prepare(model: ModelProto) -> Runner:
+        # defers xDSL and onnxruntime until a backend runs (`--help` needs neither)
         from lossgrad_compiler.driver import compile_model
         from lossgrad_compiler.runtime.ort_io import make_session, run_session
 
@@ -73,6 +74,7 @@ def _prepare_native(threads: int) -> Callable[[ModelProto], Runner]:
     """The native kernel library in onnxruntime: every node, mixed element types included."""
 
     def prepare(model: ModelProto) -> Runner:
+        # defers onnxruntime and the kernel build until the native backend runs
         from lossgrad_compiler.runtime import ort as native
         from lossgrad_compiler.runtime.ort_io import run_session
 
@@ -83,6 +85,7 @@ def _prepare_native(threads: int) -> Callable[[ModelProto], Runner]:
 
 
 def _native_unavailable() -> str | None:
+    # defers onnxruntime and the kernel build until the native backend is asked for
     from lossgrad_compiler.backends.ort.build import NativeUnavailableError
     from lossgrad_compiler.runtime import ort as native
 

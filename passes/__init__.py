@@ -1,8 +1,8 @@
 """The project's passes, one module per pass named after it (`lower-lossgrad` →
 lower_lossgrad.py).
 
-Installed as `lossgrad_compiler.passes`. The names are registered in
-lossgrad_compiler/universe.py (the one registration table)."""
+Installed as `lossgrad_compiler.passes`. `PASSES` names each by reference;
+lossgrad_compiler/universe.py assembles it with the dialects and targets."""
 
 from __future__ import annotations
 
@@ -10,9 +10,17 @@ from collections.abc import Callable
 
 from xdsl.passes import ModulePass
 
+from lossgrad_compiler.registry import factories
+
+PASSES: dict[str, str] = {
+    "lower-lossgrad": "lossgrad_compiler.passes.lower_lossgrad:LowerLossgradPass",
+    "convert-linalg-to-ascendc": (
+        "lossgrad_compiler.passes.convert_linalg_to_ascendc:ConvertLinalgToAscendcPass"
+    ),
+    "ascendc-plan-buffers": "lossgrad_compiler.passes.ascendc_plan_buffers:AscendcPlanBuffersPass",
+}
+
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Pass name → lazy factory, as xdsl.transforms.get_all_passes does upstream."""
-    from lossgrad_compiler.universe import PASSES, factories
-
     return factories(PASSES)

@@ -23,13 +23,13 @@ import math as pymath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lossgrad_compiler.dialects import ascendc as asc
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import FloatAttr, IndexType, f32, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lossgrad_compiler import level2
+from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import UnsupportedByBackendError
 
 COMPARE_BYTES = 256  # Compare/Compares count·sizeof(T) must be a multiple of this

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lossgrad_compiler.dialects import ascendc as asc
-from lossgrad_compiler.dialects.ascendc.soc import soc
-from lossgrad_compiler.dialects.ascendc.ub import largest_tile, ub_layout
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
+
+from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects.ascendc.soc import soc
+from lossgrad_compiler.dialects.ascendc.ub import largest_tile, ub_layout
 
 
 @dataclass(frozen=True)

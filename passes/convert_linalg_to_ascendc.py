@@ -24,15 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lossgrad_compiler.dialects import ascendc as asc
-from lossgrad_compiler.passes.ascendc_body_rules import (
-    AscendcBodyRules,
-    Mask,
-    Scalar,
-    Tile,
-    Value,
-)
-from lossgrad_compiler.passes.ascendc_level2 import KernelSource, affine_map, kernel_source
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, tensor
@@ -50,7 +41,16 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from lossgrad_compiler import level2, spec
+from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import UnsupportedByBackendError
+from lossgrad_compiler.passes.ascendc_body_rules import (
+    AscendcBodyRules,
+    Mask,
+    Scalar,
+    Tile,
+    Value,
+)
+from lossgrad_compiler.passes.ascendc_level2 import KernelSource, affine_map, kernel_source
 
 INPUT_NAMES = spec.INPUT_NAMES
 OUTPUT_NAME = "out"

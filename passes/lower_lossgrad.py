@@ -17,6 +17,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.exceptions import PassFailedException
+
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.dialects.lossgrad import (
     MLIR_FLOAT_TYPES,
     KlDivBackwardOp,
@@ -37,21 +52,6 @@ from lossgrad_compiler.passes.lowering_utils import (
     tensor_type,
     yield_op,
 )
-from xdsl.context import Context
-from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
-from xdsl.utils.exceptions import PassFailedException
-
-from lossgrad_compiler import level2, spec
 
 # --------------------------------------------------------------------------- the formulas
 

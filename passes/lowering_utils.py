@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from functools import cache
 from math import copysign
 
-from lossgrad_compiler.passes.broadcast_plan import IndexMap
 from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -34,6 +33,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from lossgrad_compiler.level2 import PREDICATES
+from lossgrad_compiler.passes.broadcast_plan import IndexMap
 
 INDEX = IndexType()
 

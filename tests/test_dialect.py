@@ -8,16 +8,6 @@ import math
 from typing import Any
 
 import pytest
-from lossgrad_compiler.dialects.lossgrad import (
-    OP_CLASSES,
-    KlDivBackwardOp,
-    KlDivTargetBackwardOp,
-    Lossgrad,
-    LossGradOp,
-    ReductionAttr,
-    SmoothL1LossBackwardOp,
-    make_op,
-)
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     BoolAttr,
@@ -36,6 +26,16 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.context import make_context, parse_module
+from lossgrad_compiler.dialects.lossgrad import (
+    OP_CLASSES,
+    KlDivBackwardOp,
+    KlDivTargetBackwardOp,
+    Lossgrad,
+    LossGradOp,
+    ReductionAttr,
+    SmoothL1LossBackwardOp,
+    make_op,
+)
 from lossgrad_compiler.errors import (
     AttributeValueError,
     BroadcastError,

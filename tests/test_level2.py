@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, StringAttr, TensorType, f32, i1
@@ -22,8 +20,10 @@ from xdsl.ir import Block, Operation, Region
 
 from lossgrad_compiler import level2, reference, spec
 from lossgrad_compiler.context import make_context, parse_module
+from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID
 from lossgrad_compiler.interpreter import run_function
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import OP_TYPES, Case, mixed_dtype_combinations, standard_cases
 
 # --------------------------------------------------------------------------- helpers

@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
-from lossgrad_compiler.passes import lower_lossgrad
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.context import make_context
+from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
 from lossgrad_compiler.interpreter import run_function
+from lossgrad_compiler.passes import lower_lossgrad
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import (
     Case,
     attribute_grid,

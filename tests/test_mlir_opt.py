@@ -14,11 +14,11 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.context import make_context
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import make_case, mixed_dtype_combinations, standard_cases
 from tests.helpers.ir import lossgrad_ops
 from tests.test_lowering_interpreter import build_module

@@ -8,7 +8,6 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from onnx import TensorProto, helper
 from xdsl.dialects import func
 
@@ -21,6 +20,7 @@ from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.errors import InvalidArgumentError
 from lossgrad_compiler.level2 import Level2ContractError
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from lossgrad_compiler.runtime.ort_io import (
     from_ort_value,
     make_session,

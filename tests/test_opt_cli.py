@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from lossgrad_compiler.dialects import get_all_dialects
-from lossgrad_compiler.passes import get_all_passes
 
 from lossgrad_compiler import universe
+from lossgrad_compiler.dialects import get_all_dialects
 from lossgrad_compiler.opt import LossgradOptMain, OptError, main
+from lossgrad_compiler.passes import get_all_passes
 from tests.helpers.ir import lossgrad_ops
 
 ALL_OPS = """

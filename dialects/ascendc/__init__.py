@@ -33,6 +33,8 @@ the queue protocol of each stage); the CPU emulation checks the rest at run time
 
 from __future__ import annotations
 
+from xdsl.ir import Dialect
+
 from lossgrad_compiler.dialects.ascendc.host import (
     BroadcastToOp,
     LaunchOp,
@@ -101,7 +103,6 @@ from lossgrad_compiler.dialects.ascendc.vector import (
     UnaryVectorOp,
     VectorOp,
 )
-from xdsl.ir import Dialect
 
 Ascendc = Dialect(
     "ascendc",

@@ -5,11 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lossgrad_compiler.dialects.ascendc.types import (
-    RoundMode,
-    RoundModeAttr,
-    check_cast,
-)
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
@@ -30,6 +25,12 @@ from xdsl.irdl import (
     var_operand_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from lossgrad_compiler.dialects.ascendc.types import (
+    RoundMode,
+    RoundModeAttr,
+    check_cast,
+)
 
 # --------------------------------------------------------------------------- host (l0) ops
 

@@ -6,14 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from lossgrad_compiler.dialects.ascendc.types import (
-    CalcBufferType,
-    GlobalTensorType,
-    LocalTensorType,
-    Position,
-    PositionAttr,
-    QueueType,
-)
 from xdsl.dialects.builtin import (
     ArrayAttr,
     IndexType,
@@ -43,6 +35,15 @@ from xdsl.irdl import (
 )
 from xdsl.traits import HasParent, IsolatedFromAbove, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
+
+from lossgrad_compiler.dialects.ascendc.types import (
+    CalcBufferType,
+    GlobalTensorType,
+    LocalTensorType,
+    Position,
+    PositionAttr,
+    QueueType,
+)
 
 
 def stage_of(op: Operation) -> str | None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.ir import Attribute
+
 from lossgrad_compiler.dialects.ascendc.kernel import KernelOp, QueueOp, TBufOp
 from lossgrad_compiler.dialects.ascendc.types import element_bits, tile_bytes
 from lossgrad_compiler.dialects.ascendc.vector import SelectOp, SelectsOp
-from xdsl.ir import Attribute
 
 UB_ALIGN = 32  # InitBuffer rounds every buffer up to 32 bytes
 

@@ -5,16 +5,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from lossgrad_compiler.dialects.ascendc.kernel import local_type, require_stage
-from lossgrad_compiler.dialects.ascendc.types import (
-    CmpMode,
-    CmpModeAttr,
-    LocalTensorType,
-    RoundMode,
-    RoundModeAttr,
-    check_cast,
-    is_mask_type,
-)
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
@@ -35,6 +25,17 @@ from xdsl.irdl import (
     prop_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from lossgrad_compiler.dialects.ascendc.kernel import local_type, require_stage
+from lossgrad_compiler.dialects.ascendc.types import (
+    CmpMode,
+    CmpModeAttr,
+    LocalTensorType,
+    RoundMode,
+    RoundModeAttr,
+    check_cast,
+    is_mask_type,
+)
 
 # --------------------------------------------------------------------------- vector instructions
 

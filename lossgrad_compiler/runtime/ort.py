@@ -29,6 +29,7 @@ from lossgrad_compiler.backends.ort.build import (
     build_shared_library,
 )
 from lossgrad_compiler.backends.ort.library import library_source
+from lossgrad_compiler.onnx.attributes import attributes_from_node
 from lossgrad_compiler.runtime.external_data import (
     FOLDER_OPTION,
     check_external_data,
@@ -68,8 +69,8 @@ def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
     """`model` with every ai.lossgrad node checked (attributes included, unknown ones
     rejected with spec's error) and given its model-local function, which ORT runs where no
     kernel library is registered."""
+    # defers xDSL (the compiler): library_path() and sessions of prepared models need none
     from lossgrad_compiler.driver import compile_model, load_model
-    from lossgrad_compiler.onnx.attributes import attributes_from_node
 
     loaded = load_model(model, external_data=False)  # ORT reads it from the folder
     for node in loaded.graph.node:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lossgrad_compiler.dialects.ascendc.soc import soc
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.build import build_executable, build_runner
@@ -26,6 +25,7 @@ from lossgrad_compiler.backends.ascendc.emulation import (
     run_raw,
     signature_project,
 )
+from lossgrad_compiler.dialects.ascendc.soc import soc
 from tests.ascendc.support import make_inputs
 
 OP = spec.KL_DIV_TARGET_BACKWARD.name

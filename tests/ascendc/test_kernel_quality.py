@@ -8,16 +8,16 @@ import contextlib
 import io
 
 import pytest
-from lossgrad_compiler.dialects.ascendc.soc import SOCS
-from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
-from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 from xdsl.utils.exceptions import DiagnosticException
 
 from benchmarks.ascendc_cann import sample_in_half
 from benchmarks.ascendc_report import kernel_report, main, report_cases
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.context import make_context, parse_module
+from lossgrad_compiler.dialects.ascendc.soc import SOCS
 from lossgrad_compiler.errors import UnsupportedByBackendError
+from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
+from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 
 REPORTS = [kernel_report(*case) for case in report_cases(("none", "mean", "sum", "batchmean"))]
 

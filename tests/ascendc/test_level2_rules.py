@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lossgrad_compiler.passes.ascendc_body_rules import SUPPORTED_PREDICATES, cmp_mode
-from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ModuleOp, f32, i1
 from xdsl.interpreter import Interpreter
@@ -28,6 +26,8 @@ from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
+from lossgrad_compiler.passes.ascendc_body_rules import SUPPORTED_PREDICATES, cmp_mode
+from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
 
 
 def xdsl_cmpf(name: str, a: float, b: float) -> bool:
