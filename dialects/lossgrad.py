@@ -1,6 +1,6 @@
 """The `lossgrad` dialect: level 1 of lossgrad_compiler.
 
-One op per operator of SPEC.md, on ranked tensors of f16/bf16/f32/f64 (each operand typed
+One op per operator of docs/operators.md, on ranked tensors of f16/bf16/f32/f64 (each operand typed
 independently; ranks 0-8; static or dynamic dims). The verifier is spec.validate itself, so
 the dialect, the ONNX schemas and the kernels reject the same calls with the same message.
 `lower-lossgrad` (passes/lower_lossgrad.py) turns these ops into level-2 IR.

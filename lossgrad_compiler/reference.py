@@ -1,4 +1,4 @@
-"""numpy semantics of SPEC.md: the oracle every backend and test is compared with.
+"""numpy semantics of docs/operators.md: the oracle every backend and test is compared with.
 
 The reference evaluates the level-2 body expressions of docs/level2.md in the same order
 and in the same compute type C, so a backend that translates level-2 IR can be compared
@@ -39,7 +39,7 @@ def evaluate(
     inputs: Mapping[str, np.ndarray | None],
     attrs: Mapping[str, Any] | None = None,
 ) -> np.ndarray:
-    """The result of one call, as SPEC.md defines it; LossGradError for an invalid call.
+    """The result of one call, as docs/operators.md defines it; LossGradError for an invalid call.
 
     `inputs` is keyed by ONNX input name (grad_output, self, target); a missing or None
     input is a MissingInputError (161001). Missing attributes take the spec defaults."""

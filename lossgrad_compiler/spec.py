@@ -1,4 +1,4 @@
-"""The operator table of SPEC.md as data, and the one validation every layer calls.
+"""The operator table of docs/operators.md as data, and the one validation every layer calls.
 
 ONNX schemas, xDSL verifiers, the generated C++ argument checks, the reference and the
 README's operator table all read this module, so a default or a range is written once.
@@ -50,7 +50,7 @@ class FloatType:
 
     @property
     def is_half(self) -> bool:
-        """float16/bfloat16 are widened to float32 for computing (SPEC: rounded once)."""
+        """float16/bfloat16 are computed in float32 and rounded once (docs/operators.md)."""
         return self.bits == 16
 
     @property
@@ -438,14 +438,15 @@ class CheckedCall:
         return Reduction(self.attrs["reduction"])
 
 
-# How messages name the broadcast of self and target (its shape is B in SPEC.md).
+# How messages name the broadcast of self and target (its shape is B in docs/operators.md).
 BROADCAST_OPERAND = "broadcast(self, target)"
 
 
 def validate(
     op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mapping[str, Any]
 ) -> CheckedCall:
-    """SPEC.md's validation, in CANN's order: null, element type, rank, broadcast, attributes."""
+    """The validation of docs/operators.md, in CANN's order: null, element type, rank,
+    broadcast, attributes."""
     op = operator(op_type)
     infos: dict[str, TensorInfo] = {}
     for name in INPUT_NAMES:
@@ -518,7 +519,7 @@ def divisor_rule(reduction: Reduction | str, self_rank: int) -> Divisor | None:
 def reduction_divisor(
     reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
 ) -> int | None:
-    """SPEC's n of the scale s = 1/n for concrete shapes (see divisor_rule)."""
+    """The n of the scale s = 1/n for concrete shapes (see divisor_rule)."""
     rule = divisor_rule(reduction, len(self_shape))
     if rule is Divisor.NUMEL:
         return math.prod(b)
@@ -530,7 +531,7 @@ def reduction_divisor(
 def reduction_scale(
     reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
 ) -> float:
-    """SPEC's scale s for concrete shapes (may be inf when the divisor is 0: nothing is scaled)."""
+    """The scale s for concrete shapes (inf when the divisor is 0: nothing is scaled)."""
     n = reduction_divisor(reduction, self_shape, b)
     if n is None:
         return 1.0

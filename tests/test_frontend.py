@@ -402,7 +402,7 @@ def outer_intermediate_if_model() -> onnx.ModelProto:
 )
 def test_nodes_reading_intermediate_values_get_their_inferred_types(make_model, mode):
     """onnx's shape inference types both values, its checker passes, ONNX Runtime runs the
-    compiled model; the result is SPEC's."""
+    compiled model; the result is the contract's."""
     from lossgrad_compiler import reference
     from lossgrad_compiler.driver import compile_model
     from lossgrad_compiler.runtime.ort_io import make_session, run_session

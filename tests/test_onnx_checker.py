@@ -1,4 +1,4 @@
-"""Every validation row of SPEC.md through lossgrad_compiler.onnx.check_model, onnx's full
+"""Every validation row of docs/operators.md through lossgrad_compiler.onnx.check_model, onnx's full
 checker and strict shape inference; the builders and the strict attribute reader."""
 
 from __future__ import annotations

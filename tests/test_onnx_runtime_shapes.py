@@ -5,7 +5,7 @@ static 1, and level-2 IR takes the sizes of one axis from whichever operand it l
 scale of `mean` from self, the result's shape from target...), because a dynamic dimension
 is never broadcast at run time. ONNX Runtime compares no symbolic dimensions, so before the
 size check a call with x (1, 4) and t (3, 4), both declared ("N", 4), returned numbers for
-other shapes. Now every call either keeps the assumption and returns SPEC's result, or
+other shapes. Now every call either keeps the assumption and returns the contract's result, or
 fails in ONNX Runtime (and in onnx's ReferenceEvaluator for inline models) at the size
 check, whose node name says what was wrong."""
 
@@ -156,7 +156,7 @@ def check_call(declared: Declared, shapes: tuple[tuple[int, ...], ...], mode: st
     try:
         case = make_case(declared.op_type, attrs, x_shape, t_shape, go_shape, declared.dtypes)
     except LossGradError:
-        case = None  # the shapes do not broadcast: SPEC has no result
+        case = None  # the shapes do not broadcast: the contract has no result
     inputs = dict(zip(("go", "x", "t"), _arrays(declared, shapes, case), strict=True))
     model, session = compiled(declared, mode)
     runners = [("onnxruntime", lambda: run_session(session, inputs)[0])]

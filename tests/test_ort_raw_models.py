@@ -269,7 +269,7 @@ FEEDS = {
 
 @pytest.mark.parametrize("op_type", list(spec.OPERATORS))
 def test_opset_version_1_runs_every_operator(op_type: str) -> None:
-    """The one ai.lossgrad version: each operator runs raw, with SPEC's defaults, and matches
+    """The one ai.lossgrad version: each operator runs raw, with the default attributes, and matches
     the reference."""
     model = with_lossgrad_import(raw_model(op_type, []), spec.OPSET_VERSION)
     (got,) = raw_session(model).run(None, FEEDS)

@@ -1,4 +1,4 @@
-"""reference.py against SPEC.md and docs/level2.md, without torch: hand-computed values,
+"""reference.py against docs/operators.md and docs/level2.md, without torch: hand-computed values,
 the level-2 evaluation order (bit for bit, through a scalar loop nest), the summation
 order, the scale, beta rounding, rounding once, special values and the array contract."""
 
@@ -66,7 +66,7 @@ def test_kl_div_target_backward_values() -> None:
 
 
 def test_kl_div_target_backward_zero_target_is_zero_whatever_else() -> None:
-    """SPEC: t == 0 (log_target 0) gives 0 even for inf/NaN grad_output or self."""
+    """the contract: t == 0 (log_target 0) gives 0 even for inf/NaN grad_output or self."""
     out = run(
         KLT, [INF, NAN, 1.0, -INF], [0.0, 1.0, NAN, INF], [0.0, -0.0, 0.0, 0.0], reduction="none"
     )
@@ -253,7 +253,7 @@ def test_beta_is_rounded_to_float32_before_dividing() -> None:
 
 def test_infinite_beta_gives_plus_minus_ge_at_infinite_d() -> None:
     """beta = inf: finite d gives ge*(d/inf) = ge*(+-0); |d| == beta == inf gives +-ge, as
-    SPEC says for |d| == beta (the clamp compares d with +-beta, so no inf/inf NaN)."""
+    the contract says for |d| == beta (the clamp compares d with +-beta, so no inf/inf NaN)."""
     same(
         run(SL1, 1.0, [3.0, -2.0, INF, -INF, NAN], 0.0, reduction="none", beta=INF),
         [0.0, -0.0, 1.0, -1.0, NAN],

@@ -1,10 +1,10 @@
-"""reference.py against PyTorch 2.13 autograd, the oracle of SPEC.md where SPEC is silent.
+"""reference.py against PyTorch 2.13 autograd, the oracle where docs/operators.md is silent.
 
 The oracle (helpers/torch_oracle.py) differentiates F.kl_div and F.smooth_l1_loss in the
-compute type and rounds once, as SPEC prescribes for half types. Where torch and SPEC
+compute type and rounds once, as the contract says for half types. Where torch and it
 differ on purpose (torch_oracle.DEVIATIONS) the random comparisons replace the triggering
 values, and each deviation has its own test below that shows torch's value and asserts
-SPEC's."""
+the contract's."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_smooth_l1_summed_to_self_is_the_autograd_gradient(dtype: np.dtype) -> N
         )
 
 
-# --------------------------------------------------------------------------- SPEC == torch
+# --------------------------------------------------------------------------- contract == torch
 
 
 def _call(
@@ -134,7 +134,7 @@ def _same(a: np.ndarray, b: Any) -> None:
 
 
 def test_smooth_l1_beta_zero_sign_agrees_with_torch() -> None:
-    """SPEC's sgn(0) = 0 and sgn(NaN) = 0 are what F.smooth_l1_loss(beta=0) (l1_loss) gives."""
+    """sgn(0) = 0 and sgn(NaN) = 0 of the contract are what F.smooth_l1_loss(beta=0) gives."""
     x = [0.0, -0.0, 2.0, -2.0, NAN, INF]
     ours, torch_value = _call(SL1, 1.0, x, 0.0, reduction="sum", beta=0.0)
     _same(ours, [0.0, 0.0, 1.0, -1.0, 0.0, 1.0])
@@ -191,7 +191,7 @@ def test_deviations_are_all_tested() -> None:
 
 def test_deviation_half_per_step() -> None:
     """torch rounds float16 after every op: exp(12) overflows and 0.25*exp(12) becomes -inf.
-    SPEC computes in float32 and rounds once: the finite float16(-(0.25f*exp(12f)))."""
+    the contract computes in float32 and rounds once: the finite float16(-(0.25f*exp(12f)))."""
     inputs = {
         "grad_output": np.array([0.25, 0.25], F16),
         "self": np.zeros(2, F16),
@@ -239,7 +239,7 @@ def test_deviation_kl_target_inf() -> None:
 
 
 def test_deviation_kl_target_inf_grad_output() -> None:
-    """torch: inf*ln(t) + inf*t/t - inf*x (or inf*(t-x)*e^t + inf*e^t) = inf - inf; SPEC:
+    """torch: inf*ln(t) + inf*t/t - inf*x (or inf*(t-x)*e^t + inf*e^t) = inf - inf; the contract:
     inf * (ln t + 1 - x) (or inf * e^t * (t + 1 - x)), an infinity of that factor's sign."""
     for log_target, t, signs in [(0, 0.5, [INF, -INF]), (1, -2.0, [-INF, INF])]:
         ours, torch_value = _call(
@@ -275,7 +275,7 @@ def test_deviation_beta_rounds_to_zero() -> None:
 
 def test_deviation_aten_beta_zero() -> None:
     """aten.smooth_l1_loss_backward(beta=0): x <= -0 picks -1 at d == 0 and x/0 gives NaN
-    for NaN d. SPEC follows F.smooth_l1_loss (l1_loss): 0 at both."""
+    for NaN d. the contract follows F.smooth_l1_loss (l1_loss): 0 at both."""
     inputs = {"grad_output": np.ones(()), "self": np.array([0.0, NAN, 3.0]), "target": np.zeros(3)}
     attrs = {"reduction": "sum", "beta": 0.0}
     aten = torch_oracle.smooth_l1_aten(inputs, attrs)

@@ -1,4 +1,4 @@
-"""Every validation row of SPEC.md, through spec.validate and through reference.evaluate,
+"""Every validation row of docs/operators.md, through spec.validate and through reference.evaluate,
 and the spec helpers (types, broadcasting with symbolic dims, reduction scale)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Kernels of the ai.lossgrad operators for onnx's ReferenceEvaluator, computing with
-lossgrad_compiler.reference (the numpy oracle of SPEC.md).
+lossgrad_compiler.reference (the numpy oracle of docs/operators.md).
 
     ReferenceEvaluator(model, new_ops=reference_ops()).run(None, feeds)
 

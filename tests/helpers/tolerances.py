@@ -1,4 +1,4 @@
-"""How close two implementations of SPEC.md must agree, and why.
+"""How close two implementations of docs/operators.md must agree, and why.
 
 An element is accepted when it is in the same class as expected (NaN, +inf, -inf or
 finite) and, if finite,

@@ -1,12 +1,12 @@
-"""PyTorch 2.13 autograd as the independent oracle of SPEC.md (torch is test-only).
+"""PyTorch 2.13 autograd as the independent oracle of docs/operators.md (torch is test-only).
 
 Every function computes in the call's compute type C (the inputs are widened to C first,
-as SPEC.md prescribes: half types are computed in float32) and returns a numpy array in C;
-`oracle` rounds that once to the result type. What SPEC.md means by each op, in torch:
+as docs/operators.md prescribes: half types are computed in float32) and returns a numpy array in C;
+`oracle` rounds that once to the result type. What docs/operators.md means by each op, in torch:
 
 * KlDivBackward / KlDivTargetBackward: the gradient of `F.kl_div(self, target, reduction,
   log_target)` with respect to self / target. torch's API takes grad_output of the loss's
-  shape (B for none, 0-d otherwise); SPEC's grad_output may be any shape that broadcasts to
+  shape (B for none, 0-d otherwise); the contract's grad_output may be any shape that broadcasts to
   B. For a reduced loss with a grad_output of more than one element the oracle weights the
   unreduced loss by grad_output and reduces it as F.kl_div does (mean: mean over B; sum;
   batchmean: sum / self.size(0), no division for 0-d self).
@@ -18,7 +18,7 @@ as SPEC.md prescribes: half types are computed in float32) and returns a numpy a
   `smooth_l1_aten` calls that aten op; it differs from F.smooth_l1_loss for beta == 0
   (see DEVIATIONS).
 
-DEVIATIONS lists where torch and SPEC.md differ on purpose; `without_deviations` replaces
+DEVIATIONS lists where torch and docs/operators.md differ on purpose; `without_deviations` replaces
 the input values that trigger them, so the random comparisons (`assert_matches_torch`)
 test everything else.
 """
@@ -39,26 +39,26 @@ from .tolerances import assert_matches
 
 DEVIATIONS: dict[str, str] = {
     "half_per_step": (
-        "torch computes float16/bfloat16 per operation in the half type; SPEC computes in "
+        "torch computes float16/bfloat16 per operation in the half type; the contract computes in "
         "float32 and rounds once (e.g. exp(12) overflows float16 inside torch)"
     ),
     "kl_target_zero": (
         "KlDivTargetBackward, log_target 0, t == 0: torch gives NaN (t/t in xlogy's "
-        "gradient); SPEC gives 0"
+        "gradient); the contract gives 0"
     ),
     "kl_target_inf": (
-        "KlDivTargetBackward, log_target 0, t == +inf: torch gives NaN (inf/inf); SPEC's "
+        "KlDivTargetBackward, log_target 0, t == +inf: torch gives NaN (inf/inf); the contract's "
         "ge*(ln t + 1 - x) gives +-inf"
     ),
     "kl_target_inf_grad_output": (
         "KlDivTargetBackward, grad_output +-inf: torch multiplies it into each term of the "
         "derivative (ge*ln t + ge*t/t - ge*x, or ge*(t-x)*e^t + ge*e^t), so terms of "
-        "opposite sign give inf - inf = NaN; SPEC multiplies once: ge*(...) = +-inf"
+        "opposite sign give inf - inf = NaN; the contract multiplies once: ge*(...) = +-inf"
     ),
     "kl_target_empty_b": (
         "KlDivTargetBackward with an empty B: torch evaluates xlogy(t, t) (or exp(t)) at "
         "target's own shape, so 0 * NaN gives NaN for NaN, negative, zero or infinite "
-        "targets; SPEC: a sum over an empty set is 0"
+        "targets; the contract: a sum over an empty set is 0"
     ),
     "beta_rounds_to_zero": (
         "SmoothL1LossBackward, 0 < beta that rounds to 0 in the compute type (e.g. 1e-50 in "
@@ -68,14 +68,14 @@ DEVIATIONS: dict[str, str] = {
     ),
     "aten_beta_zero": (
         "aten.smooth_l1_loss_backward with beta 0 gives -ge at d == 0 and NaN for NaN d; "
-        "SPEC and F.smooth_l1_loss (l1_loss for beta 0) give ge*sgn(d) with sgn(0) = "
+        "the contract and F.smooth_l1_loss (l1_loss for beta 0) give ge*sgn(d) with sgn(0) = "
         "sgn(NaN) = 0"
     ),
 }
 
 
 def oracle(op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
-    """SPEC.md's result computed by torch in the compute type, rounded once to the result
+    """docs/operators.md's result computed by torch in the compute type, rounded once to the result
     type (by a plain numpy/ml_dtypes cast)."""
     checked = _checked(op_type, inputs, attrs)
     if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:

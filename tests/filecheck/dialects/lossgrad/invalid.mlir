@@ -1,4 +1,4 @@
-// Every invalid case of SPEC.md that IR can express: the verifier reports spec.validate's
+// Every invalid case of docs/operators.md that IR can express: the verifier reports spec.validate's
 // message, with the aclnn code, for each.
 // RUN: lossgrad-opt %s --split-input-file --verify-diagnostics | filecheck %s
 
