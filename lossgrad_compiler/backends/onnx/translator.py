@@ -40,10 +40,10 @@ from lossgrad_compiler.level2 import Level2ContractError, read_identity
 class Translator:
     """The state of one function's translation: where values live and the nodes so far."""
 
-    def __init__(self, sink: NodeSink) -> None:
+    def __init__(self, sink: NodeSink, scalar_ops: type[OnnxScalarOps] = OnnxScalarOps) -> None:
         self.sink = sink
         self.env: MutableMapping[SSAValue, Value] = {}
-        self.scalar_ops = OnnxScalarOps(self)
+        self.scalar_ops = scalar_ops(self)
 
     def lookup(self, value: SSAValue, op: Operation) -> Value:
         try:
@@ -118,7 +118,7 @@ class Translator:
 
     def nested(self) -> Translator:
         """A translator for a region: its own values over those of the enclosing scope."""
-        inner = Translator(self.sink)
+        inner = Translator(self.sink, type(self.scalar_ops))
         inner.env = ChainMap({}, self.env)
         return inner
 
@@ -144,11 +144,13 @@ def translate_function(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     prefix: str = "",
+    scalar_ops: type[OnnxScalarOps] = OnnxScalarOps,
 ) -> TranslatedFunction:
     """ONNX nodes for `function`; intermediate values are named `<prefix>t<k>_<hint>`.
 
     Without names, a function lowered from one operator takes the operator's input and output
-    names from its identity attributes (`lossgrad.op_type`)."""
+    names from its identity attributes (`lossgrad.op_type`). `scalar_ops` is the dispatch of
+    the scalar ops (a subclass adds an op: docs/level2.md, "Adding a level-2 op")."""
     if input_names is None or output_names is None:
         op_spec, _ = read_identity(function)
         input_names = spec.INPUT_NAMES if input_names is None else input_names
@@ -159,7 +161,7 @@ def translate_function(
             function, f"has {len(block.args)} arguments, {len(input_names)} names were given"
         )
     sink = NodeSink(prefix)
-    translator = Translator(sink)
+    translator = Translator(sink, scalar_ops)
     for arg, name in zip(block.args, input_names, strict=True):
         translator.env[arg] = Tensor(name, len(static_shape(arg.type)))
     ret = translator.run_block(block, lambda op: isinstance(op, func.ReturnOp))

@@ -72,10 +72,10 @@ class CxxScalarOps(CxxFloatArithmetic):
 class ScalarPrinter:
     """Prints scalar ops as C++ statements, naming each result `v<N>`."""
 
-    def __init__(self) -> None:
+    def __init__(self, ops: CxxScalarOps | None = None) -> None:
         self.names: dict[SSAValue, str] = {}
         self.lines: list[str] = []
-        self._ops = CxxScalarOps()
+        self._ops = ops or CxxScalarOps()
         self._counter = 0
 
     def bind(self, value: SSAValue, expression: str) -> None:
