@@ -24,6 +24,7 @@ from lossgrad_compiler.backends.onnx.functions import apply_functions
 from lossgrad_compiler.backends.onnx.inline import apply_inline
 from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
 from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lower_signatures
+from lossgrad_compiler.onnx.graphs import count_domain_nodes
 from lossgrad_compiler.onnx.structure import structural_problem
 from lossgrad_compiler.onnx.tensors import external_tensors
 
@@ -171,15 +172,9 @@ def compile_model(
 def _import(model: ModelProto, progress: Progress | None) -> ImportedModel:
     if progress is None:
         return import_model(model)
-    total = count_lossgrad_nodes(model)
+    total = count_domain_nodes(model, spec.DOMAIN)
     progress("import", 0, total)
     return import_model(model, lambda done: progress("import", done, total))
-
-
-def count_lossgrad_nodes(model: ModelProto) -> int:
-    """The ai.lossgrad nodes in the main graph and the functions (a progress bar's total)."""
-    graphs = [model.graph.node, *(f.node for f in model.functions)]
-    return sum(1 for nodes in graphs for node in nodes if node.domain == spec.DOMAIN)
 
 
 def compile_signatures(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from onnx import AttributeProto, GraphProto, NodeProto
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 
 
 def attribute_graphs(attr: AttributeProto) -> list[GraphProto]:
@@ -23,3 +23,10 @@ def deep_nodes(nodes: Iterable[NodeProto]) -> Iterator[NodeProto]:
         for attr in node.attribute:
             for graph in attribute_graphs(attr):
                 yield from deep_nodes(graph.node)
+
+
+def count_domain_nodes(model: ModelProto, domain: str) -> int:
+    """The nodes of `domain` in the main graph, the model-local functions and every subgraph
+    of theirs: the one node count (progress totals, inline mode's bookkeeping)."""
+    scopes = [model.graph.node, *(function.node for function in model.functions)]
+    return sum(1 for nodes in scopes for node in deep_nodes(nodes) if node.domain == domain)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from onnx import FunctionProto, GraphProto, ModelProto, NodeProto
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.onnx.names import UniqueNames, all_names, count_domain_nodes
+from lossgrad_compiler.backends.onnx.names import UniqueNames, all_names
 from lossgrad_compiler.backends.onnx.opsets import drop_import, ensure_import, onnx_opset
 from lossgrad_compiler.backends.onnx.translator import TranslatedFunction
 from lossgrad_compiler.frontend import ImportedModel, Site
+from lossgrad_compiler.onnx.graphs import count_domain_nodes
 
 
 @dataclass(frozen=True)

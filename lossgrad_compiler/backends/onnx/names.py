@@ -40,10 +40,6 @@ def all_names(model: ModelProto) -> set[str]:
     return names
 
 
-def count_domain_nodes(model: ModelProto, domain: str) -> int:
-    return sum(1 for nodes, _ in scopes(model) for node in nodes if node.domain == domain)
-
-
 class UniqueNames:
     """Names already used in a model, and fresh prefixes that create no clash."""
 
