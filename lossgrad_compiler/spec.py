@@ -47,6 +47,9 @@ class FloatType:
     mlir: str  # MLIR builtin type: "f16"
     bits: int
     numpy: Any = field(compare=False, repr=False)
+    cxx: str = ""  # the native ORT kernels' C++ type (cxx/half.h for the 16-bit ones)
+    ascend_c: str | None = None  # Ascend C element type; None: no vector arithmetic for it
+    ge: str = ""  # CANN's ge::DataType / aclDataType enumerator name
 
     @property
     def is_half(self) -> bool:
@@ -58,10 +61,22 @@ class FloatType:
         return np.dtype(self.numpy)
 
 
-FLOAT16 = FloatType("float16", 10, "tensor(float16)", "f16", 16, np.float16)
-BFLOAT16 = FloatType("bfloat16", 16, "tensor(bfloat16)", "bf16", 16, ml_dtypes.bfloat16)
-FLOAT32 = FloatType("float32", 1, "tensor(float)", "f32", 32, np.float32)
-FLOAT64 = FloatType("float64", 11, "tensor(double)", "f64", 64, np.float64)
+FLOAT16 = FloatType(
+    "float16", 10, "tensor(float16)", "f16", 16, np.float16,
+    cxx="float16", ascend_c="half", ge="DT_FLOAT16",
+)  # fmt: skip
+BFLOAT16 = FloatType(
+    "bfloat16", 16, "tensor(bfloat16)", "bf16", 16, ml_dtypes.bfloat16,
+    cxx="bfloat16", ascend_c="bfloat16_t", ge="DT_BF16",
+)  # fmt: skip
+FLOAT32 = FloatType(
+    "float32", 1, "tensor(float)", "f32", 32, np.float32,
+    cxx="float", ascend_c="float", ge="DT_FLOAT",
+)  # fmt: skip
+FLOAT64 = FloatType(
+    "float64", 11, "tensor(double)", "f64", 64, np.float64,
+    cxx="double", ascend_c=None, ge="DT_DOUBLE",
+)  # fmt: skip
 FLOAT_TYPES: tuple[FloatType, ...] = (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)
 
 _BY_KEY: dict[Any, FloatType] = {}

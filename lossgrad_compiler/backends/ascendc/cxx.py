@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
 from xdsl.ir import Attribute
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.dialects.ascendc import is_mask_type
+from lossgrad_compiler.dialects.lossgrad import element_float_type
 
 ACL_DTYPES: dict[str, int] = {
     "float32": 0,
@@ -32,45 +32,30 @@ ACL_DTYPES: dict[str, int] = {
 }
 """numpy dtype name → aclDataType / ge::DataType value (the same numbers in CANN)."""
 
-GE_NAMES = {
-    "float16": "DT_FLOAT16",
-    "bfloat16": "DT_BF16",
-    "float32": "DT_FLOAT",
-    "float64": "DT_DOUBLE",
-}
-
 
 def element_cxx(t: Attribute) -> str:
     """The Ascend C type of a tile or global tensor element."""
     if is_mask_type(t):
         return "uint8_t"
-    if isinstance(t, Float32Type):
-        return "float"
-    if isinstance(t, Float16Type):
-        return "half"
-    if isinstance(t, BFloat16Type):
-        return "bfloat16_t"
-    raise ValueError(f"no Ascend C element type for {t}")
+    element = element_float_type(t)
+    if element is None or element.ascend_c is None:
+        raise ValueError(f"no Ascend C element type for {t}")
+    return element.ascend_c
 
 
 def element_spec(t: Attribute) -> spec.FloatType:
-    for kind, f in (
-        (Float16Type, spec.FLOAT16),
-        (BFloat16Type, spec.BFLOAT16),
-        (Float32Type, spec.FLOAT32),
-        (Float64Type, spec.FLOAT64),
-    ):
-        if isinstance(t, kind):
-            return f
-    raise ValueError(f"not a float type: {t}")
+    element = element_float_type(t)
+    if element is None:
+        raise ValueError(f"not a float type: {t}")
+    return element
 
 
 def ge_dtype(t: spec.FloatType) -> str:
-    return f"ge::{GE_NAMES[t.name]}"
+    return f"ge::{t.ge}"
 
 
 def op_dtype(t: spec.FloatType) -> str:
-    return f"op::DataType::{GE_NAMES[t.name]}"
+    return f"op::DataType::{t.ge}"
 
 
 def float_literal(value: float) -> str:

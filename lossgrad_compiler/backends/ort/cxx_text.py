@@ -6,31 +6,18 @@ from __future__ import annotations
 import math
 import re
 
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerType,
-)
+from xdsl.dialects.builtin import IndexType, IntegerType
 from xdsl.ir import Attribute
 
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
-
-_FLOAT_TYPES: dict[type, str] = {
-    Float16Type: "float16",
-    BFloat16Type: "bfloat16",
-    Float32Type: "float",
-    Float64Type: "double",
-}
+from lossgrad_compiler.dialects.lossgrad import element_float_type
 
 
 def cxx_type(t: Attribute) -> str:
     """The C++ type that holds a level-2 scalar of type `t`."""
-    for cls, name in _FLOAT_TYPES.items():
-        if isinstance(t, cls):
-            return name
+    float_type = element_float_type(t)
+    if float_type is not None:
+        return float_type.cxx
     if isinstance(t, IndexType):
         return "uint64_t"
     if isinstance(t, IntegerType):

@@ -28,8 +28,6 @@ from lossgrad_compiler.backends.ort.variants import (
 # Slots: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
 NUM_SLOTS = 8
 
-COMPUTE_TYPES = {"f32": "float", "f64": "double"}
-
 
 def attrs_struct_name(op: spec.OperatorSpec) -> str:
     return f"Attrs_{cxx_identifier(op.name)}"
@@ -217,7 +215,7 @@ def print_compute(
     function, marker names)."""
     name = cxx_identifier(op.name)
     type_name = cxx_identifier(types.name)
-    compute = COMPUTE_TYPES[types.compute.mlir]
+    compute = types.compute.cxx
     # The class index of every attribute, combined into one number (mixed radix).
     terms = []
     radix = 1
