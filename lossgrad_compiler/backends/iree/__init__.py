@@ -1,0 +1,28 @@
+"""Level 2 compiled by IREE (iree-org/iree), the production MLIR compiler: the level-2
+functions of a set of signatures, as `lower-lossgrad` prints them, become one IREE module
+(.vmfb) for the host CPU, an explicit CPU, or a GPU (CUDA, ROCm/HIP, Vulkan).
+
+IREE is the optional extra `iree` (`pip install 'lossgrad_compiler[iree]'`); running a
+module is `lossgrad_compiler.runtime.iree`."""
+
+from lossgrad_compiler.backends.iree.compiler import (
+    IreeCompileError,
+    compile_signatures,
+    compile_text,
+    module_text,
+)
+from lossgrad_compiler.backends.iree.targets import (
+    BACKENDS,
+    IreeTarget,
+    IreeUnavailableError,
+)
+
+__all__ = [
+    "BACKENDS",
+    "IreeCompileError",
+    "IreeTarget",
+    "IreeUnavailableError",
+    "compile_signatures",
+    "compile_text",
+    "module_text",
+]

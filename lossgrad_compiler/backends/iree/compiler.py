@@ -1,0 +1,113 @@
+"""Signatures → level-2 MLIR text → an IREE module (.vmfb), cached like the ORT library.
+
+The text is exactly what `lossgrad-opt -p lower-lossgrad` prints: IREE's input is linalg on
+tensors with arith/math bodies, which level 2 is, so no project code sits between the two.
+One module holds one exported function per signature, named by the signature's id. Modules
+are cached by the text, the compiler's version and revision, the flags and (for
+`cpu="host"`) this machine's CPU, and validated against the manifest recorded when they
+were built."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+from lossgrad_compiler import level2
+from lossgrad_compiler.backends.build_cache import (
+    build_notice,
+    cache_root,
+    manifest_problem,
+    prepare_cache_dir,
+    write_atomically,
+    write_manifest,
+)
+from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
+from lossgrad_compiler.frontend.lowering import lower_signatures
+from lossgrad_compiler.frontend.signature import Signature
+
+MODULE_FILE = "module.vmfb"
+MANIFEST = "manifest.json"
+
+
+class IreeCompileError(RuntimeError):
+    """iree-compile rejected the module: its diagnostics, and the command line."""
+
+
+def module_text(signatures: Iterable[Signature], target: IreeTarget | None = None) -> str:
+    """The level-2 module of `signatures` (each once), checked against docs/level2.md."""
+    unique = list(dict.fromkeys(signatures))
+    for signature in unique:
+        (target or IreeTarget()).check_types(signature.op_type, signature.types)
+    module = lower_signatures(unique)
+    level2.verify_level2(module)
+    return str(module)
+
+
+@cache
+def compiler_identity() -> str:
+    """IREE's version and source revision (pip's version alone names no build)."""
+    version = iree_module("iree.compiler.version")
+    revisions = getattr(version, "REVISIONS", {})
+    return f"{version.VERSION} {json.dumps(revisions, sort_keys=True)}"
+
+
+@cache
+def host_cpu_identity() -> str:
+    """What `--iree-llvmcpu-target-cpu=host` compiles for: the CPU model and its features."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = ("model name", "flags", "Features", "CPU part")
+    first: dict[str, str] = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() in wanted:
+            first.setdefault(key.strip(), value.strip())
+    return f"{platform.machine()} {json.dumps(first, sort_keys=True)}"
+
+
+def compile_text(text: str, target: IreeTarget | None = None) -> bytes:
+    """The vmfb of a module's text, compiled by iree-compile (run as a tool so that its
+    diagnostics can be reported)."""
+    target = target or IreeTarget()
+    binaries = iree_module("iree.compiler.tools.binaries")
+    command = [binaries.find_tool("iree-compile"), "-", *target.flags, "-o", "-"]
+    done = subprocess.run(command, input=text.encode("utf-8"), capture_output=True, check=False)
+    if done.returncode != 0 or not done.stdout:
+        diagnostics = done.stderr.decode("utf-8", "replace").strip()
+        raise IreeCompileError(
+            f"iree-compile failed (exit {done.returncode}): {diagnostics}\n"
+            f"command: {' '.join(command)}"
+        )
+    return done.stdout
+
+
+def cache_key(text: str, target: IreeTarget) -> str:
+    parts = [text, compiler_identity(), *target.flags]
+    if target.backend == "llvm-cpu" and target.cpu == "host":
+        parts.append(host_cpu_identity())
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+def compile_signatures(signatures: Iterable[Signature], target: IreeTarget | None = None) -> Path:
+    """The cached module of `signatures` (compiled now if the cache has no valid one)."""
+    target = target or IreeTarget()
+    text = module_text(signatures, target)
+    folder = cache_root() / "iree" / cache_key(text, target)[:32]
+    path = folder / MODULE_FILE
+    if manifest_problem(folder / MANIFEST) is None:
+        return path
+    prepare_cache_dir(folder)
+    why = f"{target.backend}, {text.count('func.func')} signature(s)"
+    with build_notice("an IREE module", why, "about a second per signature"):
+        vmfb = compile_text(text, target)
+    write_atomically(path, vmfb)
+    write_atomically(folder / "module.mlir", text.encode("utf-8"))
+    write_manifest(folder / MANIFEST, {MODULE_FILE: path, "module.mlir": folder / "module.mlir"})
+    return path

@@ -1,0 +1,86 @@
+"""What IREE compiles for: the target device and its flags, and which element types it can
+run. f64 is never demoted (`--iree-input-demote-f64-to-f32=false`): a target without f64
+arithmetic refuses an f64 signature instead."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.errors import UnsupportedByBackendError
+
+EXTRA_HINT = "pip install 'lossgrad_compiler[iree]'"
+
+BACKENDS = ("llvm-cpu", "cuda", "rocm", "vulkan")
+"""The `--iree-backend` choices; `hip` is accepted for `rocm`."""
+
+_DEFAULT_GPU = {"cuda": "sm_80", "rocm": "gfx942", "vulkan": "rdna3"}
+_GPU_FLAGS = {
+    "cuda": ("--iree-hal-target-device=cuda", "--iree-cuda-target={}"),
+    "rocm": ("--iree-hal-target-device=hip", "--iree-rocm-target={}"),
+    "vulkan": ("--iree-hal-target-device=vulkan", "--iree-vulkan-target={}"),
+}
+_NO_F64 = frozenset({"vulkan"})  # SPIR-V exp/log take 16/32-bit floats only
+
+
+class IreeUnavailableError(RuntimeError):
+    """IREE's compiler or runtime is not installed."""
+
+
+def iree_module(name: str) -> ModuleType:
+    """Import an IREE package, or say in one line which extra provides it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise IreeUnavailableError(
+            f"the IREE target needs IREE ({name} is not importable: {err}); {EXTRA_HINT}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class IreeTarget:
+    """`backend` is llvm-cpu (the default: this machine's CPU, `cpu="host"`, or a named CPU
+    such as `x86-64-v3` for modules to ship) or a GPU API; `gpu` names the GPU architecture
+    (sm_80, gfx942, rdna3, ... by default)."""
+
+    backend: str = "llvm-cpu"
+    cpu: str = "host"
+    gpu: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend == "hip":
+            object.__setattr__(self, "backend", "rocm")
+        if self.backend not in BACKENDS:
+            raise ValueError(
+                f"unknown IREE backend '{self.backend}' (one of {', '.join(BACKENDS)})"
+            )
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        common = ("--iree-input-demote-f64-to-f32=false",)
+        if self.backend == "llvm-cpu":
+            return (
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                f"--iree-llvmcpu-target-cpu={self.cpu}",
+                *common,
+            )
+        device, architecture = _GPU_FLAGS[self.backend]
+        gpu = self.gpu or _DEFAULT_GPU[self.backend]
+        return (device, architecture.format(gpu), *common)
+
+    @property
+    def supports_f64(self) -> bool:
+        return self.backend not in _NO_F64
+
+    def check_types(self, op_type: str, types: tuple[spec.FloatType, ...]) -> None:
+        """UnsupportedByBackendError (161002) for an f64 signature on a target without f64."""
+        if spec.FLOAT64 in types and not self.supports_f64:
+            raise UnsupportedByBackendError(
+                op_type,
+                "float64",
+                f"IREE's {self.backend} target has no float64 arithmetic; compile for "
+                "llvm-cpu, cuda or rocm (f64 is never demoted to f32)",
+            )
