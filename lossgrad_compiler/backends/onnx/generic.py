@@ -15,12 +15,10 @@ the rule fails in ONNX Runtime instead of returning numbers for other shapes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
 
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.onnx.size_check import (
@@ -47,11 +45,10 @@ if TYPE_CHECKING:
 def translate_generic(t: Translator, op: GenericOp) -> Value:
     """The generic's result, its structure read through `level2.analyze_generic`."""
     generic = level2.analyze_generic(op)
-    maps = [m.data for m in op.indexing_maps]
     loops = generic.loops
     output = generic.output
     body = t.nested()
-    pairs = equal_size_pairs(t, op, maps)
+    pairs = equal_size_pairs(t, generic)
     ok = emit_size_check(t, pairs) if pairs else None
     values = [t.tensor(operand.value, op) for operand in generic.inputs]
     gated = _operands_to_gate(generic, values, pairs) if ok is not None else set()
@@ -65,7 +62,7 @@ def translate_generic(t: Translator, op: GenericOp) -> Value:
     body.run_ops(generic.body_ops)
     value = body.tensor(generic.value, generic.accumulation.add if generic.accumulation else op)
     if generic.accumulation is not None:
-        value = _reduce(t, op, value, reduced, loops, output.rank, maps)
+        value = _reduce(t, generic, value, reduced, output.rank)
         value = _add_initial(t, op, value, output.value, out_axes)
     result = _complete(t, op, value, output.value, output.rank, loops, out_axes)
     if ok is not None and not gated:  # the body reads no operand: the result waits instead
@@ -91,18 +88,17 @@ def _operands_to_gate(
 
 def _reduce(
     t: Translator,
-    op: GenericOp,
+    generic: level2.Level2Generic,
     value: Tensor,
     reduced: frozenset[int],
-    loops: int,
     out_rank: int,
-    maps: Sequence[AffineMap],
 ) -> Tensor:
     """ReduceSum over the reduction axes; leading axes absent from the output are dropped,
     the others stay as the size-1 dimensions the output map reads with constant 0."""
+    loops = generic.loops
     if not reduced <= value.axes:
         # Summing along an axis the summand does not vary along repeats it: expand first.
-        shape = t.sink.shape(_iteration_shape(t, op, loops, maps))
+        shape = t.sink.shape(_iteration_shape(t, generic))
         value = Tensor(t.sink.expand(value.name, shape, loops), loops, frozenset(range(loops)))
     offset = loops - value.rank
     dropped = sorted(k for k in reduced if k < loops - out_rank)
@@ -150,19 +146,18 @@ def _complete(
     return Tensor(expanded, out_rank, shape=entries)
 
 
-def _iteration_shape(
-    t: Translator, op: GenericOp, loops: int, maps: Sequence[AffineMap]
-) -> list[ShapeEntry]:
-    """The size of each loop, read from an operand whose map reads that loop directly."""
-    operands = [*op.inputs, *op.outputs]
-    sizes: list[ShapeEntry | None] = [None] * loops
-    for operand, amap in zip(operands, maps, strict=True):
-        entries = t.shape_entries(operand, op)
-        for j, expr in enumerate(amap.results):
-            if isinstance(expr, AffineDimExpr):
-                known = sizes[expr.position]
+def _iteration_shape(t: Translator, generic: level2.Level2Generic) -> list[ShapeEntry]:
+    """The size of each loop, read from an operand that reads that loop directly."""
+    sizes: list[ShapeEntry | None] = [None] * generic.loops
+    for operand in (*generic.inputs, generic.output):
+        entries = t.shape_entries(operand.value, generic.op)
+        for j, loop in enumerate(operand.index_map):
+            if loop is not None:
+                known = sizes[loop]
                 if known is None or (not isinstance(known, int) and isinstance(entries[j], int)):
-                    sizes[expr.position] = entries[j]
+                    sizes[loop] = entries[j]
     if any(s is None for s in sizes):
-        raise level2.Level2ContractError(op, "a loop is read by no operand, its size is unknown")
+        raise level2.Level2ContractError(
+            generic.op, "a loop is read by no operand, its size is unknown"
+        )
     return [s for s in sizes if s is not None]

@@ -22,11 +22,8 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir.affine import AffineDimExpr, AffineMap
-
 from lossgrad_compiler.backends.onnx.values import DimOf, ShapeEntry
-from lossgrad_compiler.level2 import Level2ContractError
+from lossgrad_compiler.level2 import Level2ContractError, Level2Generic
 
 if TYPE_CHECKING:
     from lossgrad_compiler.backends.onnx.translator import Translator
@@ -34,21 +31,20 @@ if TYPE_CHECKING:
 SizePair = tuple[ShapeEntry, ShapeEntry]
 
 
-def equal_size_pairs(t: Translator, op: GenericOp, maps: Sequence[AffineMap]) -> list[SizePair]:
+def equal_size_pairs(t: Translator, generic: Level2Generic) -> list[SizePair]:
     """Pairs of operand sizes that the generic's loops make equal and that are not known to
     be equal already (the same size of the same value, or the same static size)."""
-    loops = maps[0].num_dims if maps else 0
-    groups: list[list[ShapeEntry]] = [[] for _ in range(loops)]
-    for operand, amap in zip([*op.inputs, *op.outputs], maps, strict=True):
-        entries = t.shape_entries(operand, op)
-        for j, expr in enumerate(amap.results):
-            if isinstance(expr, AffineDimExpr) and entries[j] not in groups[expr.position]:
-                groups[expr.position].append(entries[j])
+    groups: list[list[ShapeEntry]] = [[] for _ in range(generic.loops)]
+    for operand in (*generic.inputs, generic.output):
+        entries = t.shape_entries(operand.value, generic.op)
+        for j, loop in enumerate(operand.index_map):
+            if loop is not None and entries[j] not in groups[loop]:
+                groups[loop].append(entries[j])
     pairs: list[SizePair] = []
     for loop, group in enumerate(groups):
         static = [e for e in group if isinstance(e, int)]
         if len(static) > 1:
-            raise Level2ContractError(op, f"loop d{loop} has the static sizes {static}")
+            raise Level2ContractError(generic.op, f"loop d{loop} has the static sizes {static}")
         chain = static + [e for e in group if not isinstance(e, int)]
         pairs.extend(itertools.pairwise(chain))
     # Pairs of the same two values next to each other: both sides then read whole shapes.
