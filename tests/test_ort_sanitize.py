@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lossgrad_compiler import reference
+from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
 from lossgrad_compiler.backends.ort import build
-from lossgrad_compiler.backends.ort.cxx_text import cxx_identifier, cxx_string_literal
 from lossgrad_compiler.backends.ort.library import library_source
 from lossgrad_compiler.runtime.ort import library_path, run_native
 from tests.helpers.cases import make_case

@@ -1,8 +1,11 @@
-"""C++ that both C++ backends (the ORT kernels and Ascend C) print from level 2: the scalar
-float arithmetic and the cmpf comparisons, as expressions over already-named values."""
+"""C++ that both C++ backends (the ORT kernels and Ascend C) print: the sanitisers every
+printed name or string goes through (generated source never contains raw text from outside
+the compiler), and the level-2 scalar float arithmetic and cmpf comparisons, as expressions
+over already-named values."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
@@ -60,3 +63,28 @@ def _ordered(predicate: level2.Predicate, a: str, b: str, alone: bool) -> str:
         text = f"{a} < {b} || {a} > {b}"
         return f"({text})" if alone else text
     return f"{a} {_CXX_RELATION[str(predicate.relation)]} {b}"
+
+
+_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+
+def cxx_identifier(text: str) -> str:
+    """`text` reduced to a C++ identifier: anything but [A-Za-z0-9_] becomes `_`, a leading
+    digit gets a prefix, and reserved double underscores are broken up."""
+    name = _IDENTIFIER.sub("_", text) or "_"
+    if name[0].isdigit():
+        name = "n_" + name
+    while "__" in name:
+        name = name.replace("__", "_u")
+    return name
+
+
+def cxx_string_literal(text: str) -> str:
+    """A C++ narrow string literal whose bytes are the UTF-8 of `text`: only alphanumerics,
+    spaces and a few punctuation characters appear as themselves, every other byte is an
+    octal escape (so no quote, backslash, newline, trigraph or `*/` survives)."""
+    safe = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _.,:;=()[]<>+-'")
+    out = []
+    for byte in text.encode("utf-8"):
+        out.append(chr(byte) if byte in safe else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'

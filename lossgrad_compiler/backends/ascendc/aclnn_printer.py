@@ -13,14 +13,10 @@ from __future__ import annotations
 from xdsl.ir.affine import AffineDimExpr
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc.cxx import (
-    ACL_DTYPES,
-    double_literal,
-    op_dtype,
-    string_literal,
-)
+from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES, double_literal, op_dtype
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
+from lossgrad_compiler.backends.cxx import cxx_string_literal
 
 CAMEL = {"grad_output": "gradOutput", "self": "self", "target": "target"}
 
@@ -82,14 +78,15 @@ def _attribute_checks(op: spec.OperatorSpec) -> list[str]:
     reduction = op.attribute("reduction")
     codes = ", ".join(str(spec.REDUCTION_CODES[r]) for r in op.reductions)
     lines = [
-        f"CHECK_OK(CheckReduction(op, reduction, {{{codes}}}, {string_literal(reduction.rule())}));"
+        "CHECK_OK(CheckReduction(op, reduction, "
+        f"{{{codes}}}, {cxx_string_literal(reduction.rule())}));"
     ]
     for a in op.attributes:
         if a.kind is spec.AttrKind.FLOAT:
             bound = a.minimum if a.minimum is not None else float("-inf")
             lines.append(
                 f'CHECK_OK(CheckMinimum(op, "{a.name}", {a.name}, {double_literal(bound)}, '
-                f"{string_literal(a.rule())}));"
+                f"{cxx_string_literal(a.rule())}));"
             )
     return lines
 
@@ -153,7 +150,7 @@ def _graph_steps(graph: HostGraph, info: SignatureInfo) -> list[str]:
         f"const aclTensor* y = l0op::{info.op_type}({', '.join(names)}, {attr_args}, "
         "op::Shape(iter), exec);"
     )
-    lines.append(f"CHECK_STEP(y, {string_literal(info.op_type)});")
+    lines.append(f"CHECK_STEP(y, {cxx_string_literal(info.op_type)});")
     if graph.reduce is not None:
         kept = {e.position for e in graph.reduce.map.data.results if isinstance(e, AffineDimExpr)}
         axes = [str(j) for j in range(graph.rank) if j not in kept]
@@ -197,7 +194,7 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         f'"{r.value}"' for r in sorted(spec.Reduction, key=lambda r: r.aclnn_code)
     )
     body = [
-        f"const std::string op = {string_literal(op.name)};",
+        f"const std::string op = {cxx_string_literal(op.name)};",
         "if (workspaceSize == nullptr) {",
         '    return Fail(op, "workspaceSize", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",

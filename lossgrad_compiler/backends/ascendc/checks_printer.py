@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lossgrad_compiler import errors, spec
-from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES, string_literal
+from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
+from lossgrad_compiler.backends.cxx import cxx_string_literal
 
 TEMPLATE = Path(__file__).parent / "templates" / "lossgrad_checks.h"
 
@@ -28,8 +29,8 @@ def _format_expression(code: int) -> str:
     middle, rest = rest.split("\x02")
     before_rule, tail = rest.split("\x03")
     return (
-        f"{string_literal(head)} + op + {string_literal(middle)} + argument + "
-        f"{string_literal(before_rule)} + rule + {string_literal(tail)}"
+        f"{cxx_string_literal(head)} + op + {cxx_string_literal(middle)} + argument + "
+        f"{cxx_string_literal(before_rule)} + rule + {cxx_string_literal(tail)}"
     )
 
 
@@ -37,7 +38,7 @@ def print_checks_header() -> str:
     allowed = ", ".join(t.name for t in spec.FLOAT_TYPES)
     floats = [ACL_DTYPES[t.name] for t in spec.FLOAT_TYPES]
     cases = "\n".join(
-        f"        case {value}: return {string_literal(name)};"
+        f"        case {value}: return {cxx_string_literal(name)};"
         for name, value in ACL_DTYPES.items()
     )
     values = {
@@ -46,10 +47,10 @@ def print_checks_header() -> str:
         "@FORMAT_INVALID@": _format_expression(errors.ACLNN_ERR_PARAM_INVALID),
         "@DTYPE_CASES@": cases,
         "@FLOAT_TEST@": " || ".join(f"dtype == {v}" for v in floats),
-        "@ELEMENT_TYPE_RULE@": string_literal(f"element type must be one of {allowed}, got "),
-        "@NO_ENLARGE_RULE@": string_literal(f" must broadcast to {broadcast_name()} "),
-        "@BROADCAST_NAME@": string_literal(broadcast_name()),
-        "@INPUT_NAMES@": ", ".join(string_literal(n) for n in spec.INPUT_NAMES),
+        "@ELEMENT_TYPE_RULE@": cxx_string_literal(f"element type must be one of {allowed}, got "),
+        "@NO_ENLARGE_RULE@": cxx_string_literal(f" must broadcast to {broadcast_name()} "),
+        "@BROADCAST_NAME@": cxx_string_literal(broadcast_name()),
+        "@INPUT_NAMES@": ", ".join(cxx_string_literal(n) for n in spec.INPUT_NAMES),
     }
     text = TEMPLATE.read_text()
     for key, value in values.items():

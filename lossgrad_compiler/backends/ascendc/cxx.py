@@ -1,6 +1,6 @@
-"""C++ spellings shared by the Ascend C printers: element types, literals and dtype enums
-(the level-2 scalar arithmetic and comparisons are lossgrad_compiler.backends.cxx, shared
-with the ORT kernels)."""
+"""C++ spellings shared by the Ascend C printers: element types, float literals and dtype
+enums (string literals, identifiers and the level-2 scalar arithmetic and comparisons are
+lossgrad_compiler.backends.cxx, shared with the ORT kernels)."""
 
 from __future__ import annotations
 
@@ -77,16 +77,3 @@ def double_literal(value: float) -> str:
     if math.isinf(value):
         return ("-" if value < 0 else "") + "std::numeric_limits<double>::infinity()"
     return float(value).hex()
-
-
-def string_literal(text: str) -> str:
-    """A C++ string literal; only printable ASCII passes through unescaped."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            out.append(f'\\x{ord(ch) & 0xFF:02x}""')
-    return '"' + "".join(out) + '"'

@@ -10,10 +10,11 @@ host scalars (the reduction scale) from the iteration shape.
 from __future__ import annotations
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc.cxx import float_literal, ge_dtype, string_literal
+from lossgrad_compiler.backends.ascendc.cxx import float_literal, ge_dtype
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, TilingScalarPrinter
 from lossgrad_compiler.backends.ascendc.kernel_printer import scalar_fields
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
+from lossgrad_compiler.backends.cxx import cxx_string_literal
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.dialects.ascendc.ub import UB_ALIGN, ub_layout
 
@@ -54,9 +55,8 @@ def _attribute_checks(info: SignatureInfo) -> list[str]:
     for index, a in enumerate(info.op.attributes):
         value = info.attrs[a.name]
         if a.kind is spec.AttrKind.STRING:
-            cond = (
-                f"attr{index} == nullptr || std::strcmp(attr{index}, {string_literal(value)}) != 0"
-            )
+            literal = cxx_string_literal(value)
+            cond = f"attr{index} == nullptr || std::strcmp(attr{index}, {literal}) != 0"
             lines.append(f"const char* attr{index} = attrs->GetStr({index});")
         elif a.kind is spec.AttrKind.INT:
             cond = f"attr{index} == nullptr || *attr{index} != {int(value)}"
@@ -223,7 +223,7 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
 
 def _attr_default(a: spec.AttributeSpec) -> str:
     if a.kind is spec.AttrKind.STRING:
-        return f".String({string_literal(str(a.default))})"
+        return f".String({cxx_string_literal(str(a.default))})"
     if a.kind is spec.AttrKind.INT:
         return f".Int({int(a.default)})"
     return f".Float({float_literal(float(a.default))})"

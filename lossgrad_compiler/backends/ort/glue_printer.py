@@ -8,11 +8,8 @@ import itertools
 from collections.abc import Mapping
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ort.cxx_text import (
-    cxx_float_literal,
-    cxx_identifier,
-    cxx_string_literal,
-)
+from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
+from lossgrad_compiler.backends.ort.cxx_text import cxx_float_literal
 from lossgrad_compiler.backends.ort.messages import (
     attribute_messages,
     shape_messages,

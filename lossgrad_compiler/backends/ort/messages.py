@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from onnx import AttributeProto
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ort.cxx_text import cxx_identifier, cxx_string_literal
+from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attribute_values

@@ -28,7 +28,8 @@ from xdsl.dialects.linalg.ops import FillOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from lossgrad_compiler import level2
-from lossgrad_compiler.backends.ort.cxx_text import cxx_identifier, cxx_type
+from lossgrad_compiler.backends.cxx import cxx_identifier
+from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.scalar_ops import ScalarPrinter
 

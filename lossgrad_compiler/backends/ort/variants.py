@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Attribute
 
 from lossgrad_compiler import level2, spec
-from lossgrad_compiler.backends.ort.cxx_text import cxx_identifier
+from lossgrad_compiler.backends.cxx import cxx_identifier
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.variant_printer import Variant, print_variant
 from lossgrad_compiler.context import make_context
