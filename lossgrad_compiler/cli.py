@@ -2,6 +2,7 @@
 
     lossgrad-compile IN.onnx -o OUT.onnx [--target onnx|ort] [--mode functions|inline]
     lossgrad-compile IN.onnx -o DIR --target ascendc [--soc ascend910b]
+    lossgrad-compile IN.onnx -o OUT.vmfb --target iree [--iree-backend llvm-cpu|cuda|rocm|vulkan]
 
 Errors are one line on stderr ("lossgrad-compile: error: ...", naming the node, the rule and
 the aclnn code) with exit status 1; usage errors (an option the target does not use) exit
@@ -28,7 +29,13 @@ import onnx
 
 from lossgrad_compiler.model_files import data_destination, external_files, write_model
 from lossgrad_compiler.onnx.tensors import external_tensors
-from lossgrad_compiler.output_files import OutputError, OutputFile, destination, file_kind
+from lossgrad_compiler.output_files import (
+    OutputError,
+    OutputFile,
+    destination,
+    file_kind,
+    write_bytes,
+)
 
 PROG = "lossgrad-compile"
 DEFAULT_SOC = "ascend910b"
@@ -56,10 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        choices=("onnx", "ort", "ascendc"),
+        choices=("onnx", "ort", "ascendc", "iree"),
         default="onnx",
         help="onnx: standard ONNX; ort: the functions model plus the native kernel library "
-        "beside it; ascendc: a CANN custom-operator project (default: onnx)",
+        "beside it; ascendc: a CANN custom-operator project; iree: the whole model as one "
+        "IREE module (.vmfb) (default: onnx)",
     )
     parser.add_argument(
         "--mode",
@@ -68,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
         "inline: replace each node by standard nodes (default: functions; onnx and ort only)",
     )
     parser.add_argument("--soc", help=f"Ascend SoC for --target ascendc (default: {DEFAULT_SOC})")
+    parser.add_argument(
+        "--iree-backend",
+        choices=("llvm-cpu", "cuda", "rocm", "hip", "vulkan"),
+        help="what the IREE module runs on (default: llvm-cpu; hip is rocm)",
+    )
+    parser.add_argument(
+        "--iree-arch",
+        help="the CPU for llvm-cpu (default: host, this machine's; e.g. x86-64-v3 for modules "
+        "to ship) or the GPU architecture (defaults: sm_80, gfx942, rdna3)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no report")
     return parser
 
@@ -84,6 +102,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--target ort writes the functions model; drop --mode inline")
     if args.target != "ascendc" and args.soc is not None:
         parser.error(f"--soc applies to --target ascendc only, not to {args.target}")
+    if args.target == "iree" and args.mode is not None:
+        parser.error("--mode applies to --target onnx and ort, not to iree")
+    for option in ("iree_backend", "iree_arch"):
+        if args.target != "iree" and getattr(args, option) is not None:
+            flag = "--" + option.replace("_", "-")
+            parser.error(f"{flag} applies to --target iree only, not to {args.target}")
     args.mode = args.mode or "functions"
     args.soc = args.soc or DEFAULT_SOC
     return args
@@ -109,6 +133,8 @@ def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
     if args.target == "ascendc":
         return _compile_ascendc(args.input, project_directory(args.output), args.soc)
+    if args.target == "iree":
+        return _compile_iree(args)
     # defers xDSL and the compiler: `--help` and usage errors answer without them
     from lossgrad_compiler.driver import compile_model, load_model
 
@@ -216,6 +242,38 @@ def _compile_ascendc(source: Path, out_dir: Path, soc: str) -> list[str]:
         f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
         f"distinct signatures; target ascendc ({soc}); {seconds:.3f} s",
         f"wrote the project to {out_dir}",
+    ]
+
+
+def _compile_iree(args: argparse.Namespace) -> list[str]:
+    try:  # defers IREE's compiler, which only `--target iree` needs
+        from lossgrad_compiler.backends.iree import IreeTarget, compile_whole_model
+    except ImportError as err:
+        raise Unavailable(f"target 'iree' is unavailable in this installation ({err})") from None
+    # defers xDSL and the compiler: `--help` and usage errors answer without them
+    from lossgrad_compiler.driver import load_model
+
+    backend = args.iree_backend or "llvm-cpu"
+    if backend == "llvm-cpu":
+        target = IreeTarget(backend, cpu=args.iree_arch or "host")
+    else:
+        target = IreeTarget(backend, gpu=args.iree_arch)
+    path = Path(args.output)
+    if args.output.endswith(("/", os.sep)) or path.is_dir():
+        path = path / (args.input.stem + ".vmfb")
+    where = destination(path, streamable=True)
+    _refuse_overwriting(where.path, {args.input})
+    start = time.perf_counter()
+    vmfb, compiled = compile_whole_model(load_model(args.input), target)
+    seconds = time.perf_counter() - start
+    write_bytes(where, vmfb, make_parents=True)
+    imported = compiled.imported
+    per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
+    return [
+        f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
+        f"distinct signatures; target iree ({target.backend}); {seconds:.3f} s",
+        f"wrote {where.path} ({len(vmfb)} bytes)",
+        f"function: {compiled.interface.text()}",
     ]
 
 

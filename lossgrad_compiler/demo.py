@@ -96,6 +96,39 @@ def _native_unavailable() -> str | None:
     return None
 
 
+def _prepare_iree(model: ModelProto) -> Runner:
+    """The whole model as one IREE module for this CPU (lossgrad-compile --target iree)."""
+    iree = _iree_session(model)
+    return lambda feeds: dict(zip(iree.output_names, iree.run(None, feeds), strict=True))
+
+
+def _iree_session(model: ModelProto):  # -> runtime.iree.IreeSession
+    # defers IREE, xDSL and the compiler until the IREE backend runs
+    import tempfile
+    from pathlib import Path
+
+    from lossgrad_compiler.backends.iree import compile_whole_model
+    from lossgrad_compiler.runtime.iree import session
+
+    vmfb, _ = compile_whole_model(model)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{model.graph.name}.vmfb"
+        path.write_bytes(vmfb)
+        return session(path)  # maps the file, which stays readable once unlinked
+
+
+def _iree_unavailable() -> str | None:
+    # defers IREE until the IREE backend is asked for
+    from lossgrad_compiler.backends.iree.targets import IreeUnavailableError, iree_module
+
+    try:
+        iree_module("iree.compiler.extras.onnx_importer")
+        iree_module("iree.runtime")
+    except IreeUnavailableError as err:
+        return str(err)
+    return None
+
+
 BACKENDS: list[Backend] = [
     Backend(
         "onnx-reference",
@@ -117,6 +150,12 @@ BACKENDS: list[Backend] = [
         "native kernel library (every node, mixed element types included), 2 threads",
         _prepare_native(threads=2),
         _native_unavailable,
+    ),
+    Backend(
+        "iree",
+        "lossgrad-compile --target iree: the model as one IREE module, llvm-cpu, local-task",
+        _prepare_iree,
+        _iree_unavailable,
     ),
 ]
 
@@ -244,6 +283,44 @@ def _failed(backend: str, batch: int, note: str) -> OutputCheck:
     return OutputCheck(backend, batch, "-", "-", "-", "-", nan, nan, False, note)
 
 
+def training_step_rows(batches: Sequence[int]) -> tuple[list[list[str]], bool]:
+    """The example's nodes with standard nodes around them, as one IREE module, against the
+    same model inlined to standard ONNX in onnxruntime; (rows, every output matched)."""
+    what = "iree whole model (standard nodes around the three) vs onnxruntime, inline"
+    reason = _iree_unavailable()
+    if reason is not None:
+        return [["run", what, f"skipped: {reason}"]], True
+    # defers xDSL, the compiler and onnxruntime until this step runs
+    from lossgrad_compiler.driver import compile_model
+    from lossgrad_compiler.runtime.ort_io import make_session, run_session
+
+    model = examples.training_step_model()
+    try:
+        iree = _iree_session(model)
+        ort = make_session(compile_model(model, target="onnx", mode="inline").model, 1)
+    except Exception as err:  # reported as a failed step, not a traceback
+        return [["prepare", what, f"FAILED: {_error_text(err)}"]], False
+    rows, all_ok = [], True
+    for batch in batches:
+        feeds = examples.training_step_feeds(batch, seed=batch)
+        try:
+            got = iree.run(None, feeds)
+            want = run_session(ort, feeds)
+        except Exception as err:  # reported as a failed step, not a traceback
+            rows.append([f"run N={batch}", what, f"FAILED: {_error_text(err)}"])
+            all_ok = False
+            continue
+        results = [compare(g, w) for g, w in zip(got, want, strict=True)]
+        ok = all(r[2] for r in results)
+        all_ok = all_ok and ok
+        worst = max(r[0] for r in results)
+        verdict = "ok" if ok else "FAILED"
+        rows.append(
+            [f"run N={batch}", what, f"{len(results)} outputs, max |diff| {_num(worst)}: {verdict}"]
+        )
+    return rows, all_ok
+
+
 def rejection_row(model: ModelProto) -> list[str]:
     """Show validation at work: the model with an invalid reduction must be rejected."""
     bad = ModelProto()
@@ -352,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         backend_steps, backend_checks = run_backend(backend, model, BATCH_SIZES)
         steps.extend(backend_steps)
         checks.extend(backend_checks)
+    training_steps, training_ok = training_step_rows(BATCH_SIZES)
+    steps.extend(training_steps)
     print(format_table(["step", "what", "result"], steps))
     print()
     headers = ["backend", "N", "node", "op", "attributes", "output", "max |diff|", "tol", "result"]
@@ -363,6 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if failed or not checks:
         print(f"FAILED: {len(failed)} of {len(checks)} outputs differ from the reference")
+        return 1
+    if not training_ok:
+        print("FAILED: the IREE training-step module differs from onnxruntime")
         return 1
     print(f"all {len(checks)} outputs match the reference within tolerance")
     return 0

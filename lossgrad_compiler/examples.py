@@ -10,13 +10,16 @@ and the inputs mix float32, float16 and bfloat16.
     kl_student    KlDivBackward         batchmean   log_target=1   float32[N,10]
     kl_prior      KlDivTargetBackward   mean        log_target=0   bfloat16[10]
     box_l1        SmoothL1LossBackward  none        beta=0.5       float32[N,4]
+
+`training_step_model()` puts standard nodes around the same three nodes (LogSoftmax and a
+Cast before them, Mul, Sum and a Cast after them), as a whole training graph would.
 """
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-from onnx import ModelProto
+from onnx import ModelProto, TensorProto, helper
 
 from lossgrad_compiler import onnx as lo
 
@@ -91,6 +94,57 @@ def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
         "box_pred": rng.standard_normal((batch, BOX)).astype(np.float32),
         "box_anchor": (0.5 * rng.standard_normal((1, BOX))).astype(np.float16),
     }
+
+
+TRAINING_STEP_INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
+    ("student_logits", "float32", (BATCH, CLASSES)),
+    ("box_pred16", "float16", (BATCH, BOX)),
+    ("learning_rate", "float32", ()),
+    *(i for i in INPUTS if i[0] not in ("student_logp", "box_pred")),
+)
+
+
+def training_step_model() -> ModelProto:
+    """The example's three nodes with standard nodes before and after them."""
+    before = [
+        helper.make_node(
+            "LogSoftmax", ["student_logits"], ["student_logp"], name="log_softmax", axis=-1
+        ),
+        helper.make_node(
+            "Cast", ["box_pred16"], ["box_pred"], name="widen_boxes", to=TensorProto.FLOAT
+        ),
+    ]
+    after = [
+        helper.make_node(
+            "Mul", ["grad_student_logp", "learning_rate"], ["step_student"], name="scale_step"
+        ),
+        helper.make_node("Sum", ["grad_box_pred", "box_pred"], ["moved_boxes"], name="move_boxes"),
+        helper.make_node(
+            "Cast",
+            ["grad_class_prior"],
+            ["grad_class_prior_f32"],
+            name="widen_prior_grad",
+            to=TensorProto.FLOAT,
+        ),
+    ]
+    graph = lo.make_graph(
+        [*before, *example_model().graph.node, *after],
+        TRAINING_STEP_INPUTS,
+        ["step_student", "grad_class_prior_f32", "moved_boxes"],
+        name="training_step",
+    )
+    return lo.make_model(graph, doc="lossgrad_compiler example: a training step's gradients")
+
+
+def training_step_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of `training_step_model()`: logits instead of log-probabilities, float16 boxes."""
+    feeds = example_feeds(batch, seed)
+    rng = np.random.default_rng(seed + 1)
+    del feeds["student_logp"]
+    feeds["student_logits"] = rng.standard_normal((batch, CLASSES)).astype(np.float32)
+    feeds["box_pred16"] = feeds.pop("box_pred").astype(np.float16)
+    feeds["learning_rate"] = np.array(0.01, np.float32)
+    return feeds
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:

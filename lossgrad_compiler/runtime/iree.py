@@ -1,5 +1,6 @@
 """Running level 2 compiled by IREE: `evaluate` with the call shape of `reference.evaluate`,
-`evaluate_calls` for many calls in one compiled module, and `load` for a module on disk.
+`evaluate_calls` for many calls in one compiled module, `load` for a module on disk, and
+`session` for a whole model compiled by `lossgrad-compile --target iree`.
 
 Every call is validated by the operator contract before anything is compiled (errors carry
 the aclnn codes), because IREE checks static sizes and ranks but not that dynamic sizes agree.
@@ -8,6 +9,7 @@ FTZ/DAZ); everything else follows docs/operators.md."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,8 @@ import numpy as np
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.iree import IreeTarget, compile_signatures
 from lossgrad_compiler.backends.iree.targets import iree_module
+from lossgrad_compiler.backends.iree.whole_model import INTERFACE_KEY, ModelInterface
+from lossgrad_compiler.errors import BroadcastError
 from lossgrad_compiler.frontend.signature import signature_of
 
 DEVICES = ("local-task", "local-sync")
@@ -46,8 +50,16 @@ class LoadedModule:
     def names(self) -> list[str]:
         return [n for n in self.functions.vm_module.function_names if not n.startswith("__")]
 
-    def __call__(self, name: str, *arrays: np.ndarray) -> np.ndarray:
-        return np.asarray(self.functions[name](*arrays))
+    def reflection(self, name: str) -> dict[str, str]:
+        """The function's `iree.reflection` entries."""
+        return dict(self.functions[name].vm_function.reflection)
+
+    def __call__(self, name: str, *arrays: np.ndarray) -> Any:
+        """One result as a numpy array, several as a tuple of them."""
+        results = self.functions[name](*arrays)
+        if isinstance(results, (tuple, list)):
+            return tuple(np.asarray(r) for r in results)
+        return np.asarray(results)
 
 
 def load(path: str | Path, device: str = "local-task") -> LoadedModule:
@@ -94,3 +106,111 @@ def _prepared(call: Call) -> tuple[spec.CheckedCall, dict[str, np.ndarray]]:
     }
     checked = spec.validate(call.op_type, infos, call.attrs)
     return checked, {n: np.asarray(arrays[n], order="C") for n in spec.INPUT_NAMES}
+
+
+class SessionInputError(ValueError):
+    """Feeds that do not fit the compiled model's inputs (checked before IREE runs)."""
+
+
+_FAILED_CHECK = re.compile(
+    rf"(?P<op>{'|'.join(spec.OPERATORS)}): (?P<argument>[^:]+): (?P<rule>.*?) \[aclnn \d+ \w+\]"
+)
+
+
+class IreeSession:
+    """A whole model compiled to one IREE module, run like an onnxruntime InferenceSession:
+    inputs and outputs by their ONNX names. The interface comes from the module itself."""
+
+    def __init__(self, path: str | Path, device: str = "local-task") -> None:
+        self.module = load(path, device)
+        # the importer also exports `<name>$async`, with the same reflection
+        interfaces = [
+            interface
+            for name in self.module.names
+            if (text := self.module.reflection(name).get(INTERFACE_KEY)) is not None
+            and (interface := ModelInterface.from_json(text)).function == name
+        ]
+        if len(interfaces) != 1:
+            raise ValueError(
+                f"'{path}' is not a whole-model module of lossgrad-compile --target iree "
+                f"({len(interfaces)} functions carry an ONNX interface)"
+            )
+        self.interface = interfaces[0]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.interface.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.interface.outputs]
+
+    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """The outputs named (all when None), computed from the feeds by their names."""
+        wanted = list(output_names or self.output_names)
+        unknown = [n for n in wanted if n not in self.output_names]
+        if unknown:
+            raise SessionInputError(
+                f"unknown output(s) {unknown}; the model has {self.output_names}"
+            )
+        arrays = self._checked_feeds(feeds)
+        try:
+            results = self.module(self.interface.function, *arrays)
+        except RuntimeError as err:
+            raise _check_failure(err) from None
+        values = results if isinstance(results, tuple) else (results,)
+        by_name = dict(zip(self.output_names, values, strict=True))
+        return [by_name[n] for n in wanted]
+
+    def _checked_feeds(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        extra = sorted(set(feeds) - set(self.input_names))
+        missing = [n for n in self.input_names if n not in feeds]
+        if extra or missing:
+            raise SessionInputError(
+                f"the model's inputs are {self.input_names}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if extra and missing else "")
+                + (f"unknown {extra}" if extra else "")
+            )
+        symbols: dict[str, tuple[str, int]] = {}
+        arrays = []
+        for declared in self.interface.inputs:
+            array = np.asarray(feeds[declared.name])
+            if array.dtype.name != declared.dtype:
+                raise SessionInputError(
+                    f"input '{declared.name}' is {array.dtype.name}, "
+                    f"the model wants {declared.dtype}"
+                )
+            if array.ndim != len(declared.dims):
+                raise SessionInputError(
+                    f"input '{declared.name}' has rank {array.ndim}, the model wants "
+                    f"{len(declared.dims)} ({declared.text()})"
+                )
+            for axis, (size, dim) in enumerate(zip(array.shape, declared.dims, strict=True)):
+                if isinstance(dim, int) and size != dim:
+                    raise SessionInputError(
+                        f"input '{declared.name}' dimension {axis} is {size}, the model "
+                        f"wants {dim} ({declared.text()})"
+                    )
+                if isinstance(dim, str):
+                    seen = symbols.setdefault(dim, (declared.name, size))
+                    if seen[1] != size:
+                        raise SessionInputError(
+                            f"dimension '{dim}' is {seen[1]} in input '{seen[0]}' and {size} "
+                            f"in input '{declared.name}'"
+                        )
+            arrays.append(np.asarray(array, order="C"))  # ascontiguousarray makes 0-d 1-d
+        return arrays
+
+
+def session(path: str | Path, device: str = "local-task") -> IreeSession:
+    """Run a module written by `lossgrad-compile --target iree` (`str` or `Path`)."""
+    return IreeSession(path, device)
+
+
+def _check_failure(err: RuntimeError) -> Exception:
+    """A failed run-time size check as the project's error (with its aclnn code)."""
+    match = _FAILED_CHECK.search(str(err))
+    if match is None:
+        return err
+    return BroadcastError(match["op"], match["argument"], match["rule"])

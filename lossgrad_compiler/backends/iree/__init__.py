@@ -16,13 +16,23 @@ from lossgrad_compiler.backends.iree.targets import (
     IreeTarget,
     IreeUnavailableError,
 )
+from lossgrad_compiler.backends.iree.whole_model import (
+    ModelInterface,
+    WholeModelError,
+    compile_whole_model,
+    splice,
+)
 
 __all__ = [
     "BACKENDS",
     "IreeCompileError",
     "IreeTarget",
     "IreeUnavailableError",
+    "ModelInterface",
+    "WholeModelError",
     "compile_signatures",
     "compile_text",
+    "compile_whole_model",
     "module_text",
+    "splice",
 ]

@@ -1,0 +1,93 @@
+"""Run-time size checks in front of level-2 functions, for modules whose inputs come from a
+whole model rather than from `runtime.iree.evaluate` (which validates every call first).
+
+A level-2 function assumes that the dynamic sizes on one loop are equal (a dynamic dimension
+is never broadcast; docs/level2.md) and IREE compares no dynamic sizes: a call that breaks
+the assumption reads past its buffers. The guard `<id>__checked` compares them with
+`tensor.dim` and `cf.assert`, whose message is the project's error line with its aclnn code,
+and then calls the function. IREE raises the message from the call."""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, cf, func, tensor
+from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.ir import Block, Region, SSAValue
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.errors import BroadcastError
+from lossgrad_compiler.level2 import Level2Function, signature_functions
+
+GUARD_SUFFIX = "__checked"
+
+DimEntry = tuple[int, int]  # (operand position, dimension)
+
+
+def guarded_name(function_name: str) -> str:
+    return function_name + GUARD_SUFFIX
+
+
+def add_guards(module: ModuleOp) -> dict[str, str]:
+    """Add a guard for every signature function of `module`; the guard's name by function."""
+    guards = [guard_function(f) for f in signature_functions(module)]
+    for guard in guards:
+        module.body.block.add_op(guard)
+    return {g.sym_name.data.removesuffix(GUARD_SUFFIX): g.sym_name.data for g in guards}
+
+
+def loop_groups(function: Level2Function) -> list[list[DimEntry]]:
+    """Per loop, the operand dimensions that read it (broadcast 1s read no loop)."""
+    groups: list[list[DimEntry]] = [[] for _ in range(function.loops)]
+    for operand in function.operands:
+        for dim, loop in enumerate(operand.generic.index_map):
+            if loop is not None:
+                groups[loop].append((operand.position, dim))
+    return groups
+
+
+def guard_function(function: Level2Function) -> func.FuncOp:
+    """`<id>__checked`: the function's type, the size checks, then the call."""
+    target = function.function
+    types = list(target.function_type.inputs.data)
+    results = list(target.function_type.outputs.data)
+    block = Block(arg_types=types)
+    args = block.args
+    ops = []
+    for loop, group in enumerate(loop_groups(function)):
+        sizes = []
+        for position, dim in group:
+            static = function.operands[position].generic.shape[dim]
+            index = arith.ConstantOp.from_int_and_width(dim, IndexType())
+            if static is None:
+                size = tensor.DimOp(args[position], index)
+                ops += [index, size]
+                sizes.append(((position, dim), size.result))
+            else:
+                constant = arith.ConstantOp.from_int_and_width(static, IndexType())
+                ops.append(constant)
+                sizes.append(((position, dim), constant.result))
+        first_entry, first = sizes[0] if sizes else (None, None)
+        for entry, size in sizes[1:]:
+            assert first_entry is not None and first is not None
+            equal = arith.CmpiOp(first, size, "eq")
+            message = mismatch_message(function.op.name, loop, first_entry, entry)
+            ops += [equal, cf.AssertOp(equal, message)]
+    call = func.CallOp(target.sym_name.data, [SSAValue.get(a) for a in args[: len(types)]], results)
+    ops += [call, func.ReturnOp(*call.results)]
+    block.add_ops(ops)
+    guard = func.FuncOp(guarded_name(target.sym_name.data), (types, results), Region(block))
+    guard.sym_visibility = target.sym_visibility
+    return guard
+
+
+def mismatch_message(op: str, loop: int, first: DimEntry, other: DimEntry) -> str:
+    """The error line raised when two sizes of one loop differ at run time."""
+    a, b = (f"{spec.INPUT_NAMES[p]} dimension {d}" for p, d in (first, other))
+    names = ", ".join(dict.fromkeys(spec.INPUT_NAMES[p] for p, _ in (first, other)))
+    return str(
+        BroadcastError(
+            op,
+            names,
+            f"{a} and {b} are both on loop d{loop} and must be equal at run time (a dynamic "
+            "dimension is never broadcast; declare a broadcast dimension as a static 1)",
+        )
+    )
