@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -22,6 +25,9 @@ from lossgrad_compiler import examples, reference, spec
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.type_protos import shape_of
+
+if TYPE_CHECKING:
+    from lossgrad_compiler.runtime.iree import IreeSession
 
 Feeds = Mapping[str, np.ndarray]
 Runner = Callable[[Feeds], Mapping[str, np.ndarray]]
@@ -102,11 +108,8 @@ def _prepare_iree(model: ModelProto) -> Runner:
     return lambda feeds: dict(zip(iree.output_names, iree.run(None, feeds), strict=True))
 
 
-def _iree_session(model: ModelProto):  # -> runtime.iree.IreeSession
+def _iree_session(model: ModelProto) -> IreeSession:
     # defers IREE, xDSL and the compiler until the IREE backend runs
-    import tempfile
-    from pathlib import Path
-
     from lossgrad_compiler.backends.iree import compile_whole_model
     from lossgrad_compiler.runtime.iree import session
 

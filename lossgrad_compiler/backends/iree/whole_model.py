@@ -115,6 +115,7 @@ def prepare(model: ModelProto) -> ImportedModel:
     ensure_schemas()
     ours = [(f.domain, f.name) for f in model.functions if f.domain == spec.DOMAIN]
     model = onnx.inliner.inline_selected_functions(model, ours, exclude=True)
+    import_model(model)  # a bad node: the project's error naming it, not shape inference's
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
