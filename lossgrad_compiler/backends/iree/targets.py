@@ -65,6 +65,9 @@ class IreeTarget:
                 "--iree-hal-target-device=local",
                 "--iree-hal-local-target-device-backends=llvm-cpu",
                 f"--iree-llvmcpu-target-cpu={self.cpu}",
+                # vector loops over dynamic sizes: an unmasked main loop and a masked tail,
+                # not a masked load and store on every iteration (about 2x faster here)
+                "--iree-llvmcpu-vector-pproc-strategy=peel",
                 *common,
             )
         device, architecture = _GPU_FLAGS[self.backend]
