@@ -9,12 +9,9 @@ from collections.abc import Mapping
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
+from lossgrad_compiler.backends.cxx_messages import attribute_messages, unknown_attribute_message
+from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
 from lossgrad_compiler.backends.ort.cxx_text import cxx_float_literal
-from lossgrad_compiler.backends.ort.messages import (
-    attribute_messages,
-    shape_messages,
-    unknown_attribute_message,
-)
 from lossgrad_compiler.backends.ort.variants import (
     OPERAND_INDEX,
     KernelTypes,
@@ -138,52 +135,26 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
 
 
 def print_shape_checks(op: spec.OperatorSpec) -> str:
-    """The run-time validation of one op, in spec.validate's order, as a function that fills
-    a Call (shapes, iteration space, result shape) or returns the error status."""
+    """The run-time validation of one op (backends/cxx_shapes.py, shared with the aclnn
+    wrappers) as a function that fills a Call (shapes, iteration space, result shape) or
+    returns the error status."""
     name = cxx_identifier(op.name)
-    texts = shape_messages(op)
-    messages = "".join(m.cxx_function() for m in texts.values())
+    n = len(spec.INPUT_NAMES)
+    follows = OPERAND_INDEX.get(op.differentiates)
     lines = [
         f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, std::vector<int64_t>* "
         f"result_dims) {{",
-        f"  Input in[{len(spec.INPUT_NAMES)}];",
-        f"  for (size_t i = 0; i < {len(spec.INPUT_NAMES)}; ++i) "
-        "LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
-    ]
-    for i in range(len(spec.INPUT_NAMES)):
-        lines.append(f"  if (!in[{i}].present) return invalid({texts[f'missing_{i}'].name}());")
-    for i in range(len(spec.INPUT_NAMES)):
-        lines.append(
-            f"  if (in[{i}].dims.size() > static_cast<size_t>(kMaxRank)) "
-            f"return invalid({texts[f'rank_{i}'].name}("
-            f"static_cast<int64_t>(in[{i}].dims.size())));"
-        )
-    go, x, t = (OPERAND_INDEX[n] for n in ("grad_output", "self", "target"))
-    lines += [
+        f"  Input in[{n}];",
+        f"  for (size_t i = 0; i < {n}; ++i) LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
+        f"  const bool present[{n}] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
+        f"  lossgrad_shapes::Failure failure = {check_present_name(op)}(present);",
+        "  if (failure.code) return invalid(failure.message);",
+        f"  const std::vector<int64_t>* const dims[{n}] = "
+        f"{{{', '.join(f'&in[{i}].dims' for i in range(n))}}};",
         "  std::vector<int64_t> b, space;",
-        f"  Conflict k = broadcast_two(in[{x}].dims, in[{t}].dims, &b);",
-        f"  if (k.axis >= 0) return invalid({texts['self_target'].name}(in[{x}].dims, "
-        f"in[{t}].dims, k.negative_axis(), k.first, k.second));",
-        f"  k = broadcast_two(in[{go}].dims, b, &space);",
-        f"  if (k.axis >= 0) return invalid({texts['grad_output'].name}(in[{go}].dims, b, "
-        "k.negative_axis(), k.first, k.second));",
-    ]
-    if not op.grad_output_may_enlarge:
-        lines += [
-            f"  const std::vector<int64_t>& g = in[{go}].dims;",
-            "  if (g.size() > b.size()) return invalid("
-            f"{texts['enlarge_rank'].name}(g, b, static_cast<int64_t>(g.size()), "
-            "static_cast<int64_t>(b.size())));",
-            "  const size_t offset = b.size() - g.size();",
-            "  for (size_t i = 0; i < g.size(); ++i)",
-            "    if (g[i] != 1 && g[i] != b[offset + i]) return invalid("
-            f"{texts['enlarge_axis'].name}(g, b, static_cast<int64_t>(i) - "
-            "static_cast<int64_t>(g.size()), g[i], b[offset + i]));",
-            "  space = b;",
-        ]
-    follows = OPERAND_INDEX.get(op.differentiates)
-    lines += [
-        f"  for (int i = 0; i < {len(spec.INPUT_NAMES)}; ++i) {{",
+        f"  failure = {check_shapes_name(op)}(dims, &b, &space);",
+        "  if (failure.code) return invalid(failure.message);",
+        f"  for (int i = 0; i < {n}; ++i) {{",
         "    c->shapes.operand[i] = to_shape(in[i].dims);",
         "    c->data[i] = in[i].data;",
         "    c->type[i] = in[i].type;",
@@ -197,7 +168,7 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
         "  return nullptr;",
         "}",
     ]
-    return messages + "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def print_compute(

@@ -10,6 +10,8 @@ from functools import cache
 from importlib import resources
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.backends.cxx_messages import print_message_tables
+from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_source
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.glue_printer import (
     print_attribute_reader,
@@ -17,7 +19,6 @@ from lossgrad_compiler.backends.ort.glue_printer import (
     print_registration,
     print_shape_checks,
 )
-from lossgrad_compiler.backends.ort.messages import print_message_tables
 from lossgrad_compiler.backends.ort.variant_printer import Variant
 from lossgrad_compiler.backends.ort.variants import (
     kernel_signatures,
@@ -105,7 +106,11 @@ def library_source() -> str:
                 kernel, params = variants.add(lowered.variant)
                 slots[key] = (kernel, params, parameter_arguments(lowered))
             glue.append(print_compute(op, types, slots))
-    parts = [_PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION), print_message_tables()]
+    parts = [
+        _PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION),
+        print_message_tables(),
+        lossgrad_shapes_source(),
+    ]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]
     parts.append("namespace lossgrad {\nnamespace variants {\n")
     parts += variants.texts

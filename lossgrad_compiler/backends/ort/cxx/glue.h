@@ -188,43 +188,6 @@ inline Shape to_shape(const std::vector<int64_t>& dims) {
   return s;
 }
 
-// spec.broadcast_shapes for two concrete shapes: the broadcast shape, or the first axis (from
-// the left) where both have a size other than 1 and they differ.
-struct Conflict {
-  int axis = -1;      // -1: the shapes broadcast
-  int rank = 0;       // rank of the broadcast
-  int64_t first = 0;  // the sizes that differ
-  int64_t second = 0;
-  int negative_axis() const { return axis - rank; }
-};
-
-inline Conflict broadcast_two(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                              std::vector<int64_t>* out) {
-  Conflict c;
-  const size_t rank = std::max(a.size(), b.size());
-  c.rank = static_cast<int>(rank);
-  out->assign(rank, 1);
-  for (size_t axis = 0; axis < rank; ++axis) {
-    int64_t size = 1;
-    const std::vector<int64_t>* shapes[2] = {&a, &b};
-    for (const auto* s : shapes) {
-      const long j = static_cast<long>(axis) - static_cast<long>(rank - s->size());
-      if (j < 0) continue;
-      const int64_t d = (*s)[static_cast<size_t>(j)];
-      if (d == 1) continue;
-      if (size != 1 && d != size) {
-        c.axis = static_cast<int>(axis);
-        c.first = size;
-        c.second = d;
-        return c;
-      }
-      size = d;
-    }
-    (*out)[axis] = size;
-  }
-  return c;
-}
-
 // The result of a KL op is summed when its operand lacks a leading axis of the iteration
 // space or is 1 where the space is not (reference.sum_to_shape's rule).
 inline bool is_summed(const Shape& result, const Shape& space) {

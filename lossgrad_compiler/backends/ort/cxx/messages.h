@@ -1,52 +1,8 @@
-// Rendering of run-time values in error messages exactly as Python's repr() renders them,
-// so a message built here reads the same as the one spec.py raises for the same call.
+// Rendering of run-time strings in error messages exactly as Python's repr() renders them,
+// so a message built here reads the same as the one spec.py raises for the same call (shapes
+// and floats: lossgrad_shapes::shape_repr and float_repr, shared with the aclnn wrappers).
 
 namespace lossgrad {
-
-// str(list(shape)): "[2, 3]", "[]".
-inline std::string shape_repr(const int64_t* dims, int rank) {
-  std::string s = "[";
-  for (int a = 0; a < rank; ++a) {
-    if (a) s += ", ";
-    s += std::to_string(dims[a]);
-  }
-  return s + "]";
-}
-
-inline std::string shape_repr(const std::vector<int64_t>& dims) {
-  return shape_repr(dims.data(), static_cast<int>(dims.size()));
-}
-
-// repr(float): shortest round-trip digits, fixed notation for 1e-4 <= |x| < 1e16.
-inline std::string float_repr(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);  // d.ddde[+-]XX
-  const size_t e = sci.find('e');
-  const int exponent = std::stoi(sci.substr(e + 1));
-  std::string digits;
-  const bool negative = sci[0] == '-';
-  for (size_t i = negative ? 1 : 0; i < e; ++i)
-    if (sci[i] != '.') digits += sci[i];
-  std::string out = negative ? "-" : "";
-  if (exponent >= -4 && exponent < 16) {
-    if (exponent < 0) {
-      out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
-    } else if (static_cast<int>(digits.size()) <= exponent + 1) {
-      out += digits + std::string(static_cast<size_t>(exponent + 1 - digits.size()), '0') + ".0";
-    } else {
-      out += digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
-    }
-    return out;
-  }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  char exp_buf[16];
-  std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-  return out + exp_buf;
-}
 
 // One step of Python's UTF-8 decoder with errors="replace": the code point at s[i] and the
 // number of bytes it takes, or kReplacement for a maximal ill-formed subpart (the lead byte and

@@ -1,4 +1,5 @@
-"""Error messages of the generated kernels, derived from spec.py rather than written again.
+"""Error messages of the generated C++ (the ORT kernels and the aclnn wrappers), derived from
+spec.py rather than written again.
 
 Each message is obtained by making spec (or the ONNX attribute reader) reject a call built
 from sentinel values, then cutting the text at the sentinels: what remains is literal text
@@ -18,16 +19,21 @@ from onnx import AttributeProto
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
-from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attribute_values
+
+
+class MessageGenerationError(RuntimeError):
+    """spec's text changed so that a message can no longer be cut at its sentinels: a defect
+    of the generator, not an invalid call."""
+
 
 # How a slot is rendered in C++ from an argument of the given C++ type.
 _RENDER = {
     "int": ("int64_t", "std::to_string({})"),
-    "shape": ("const std::vector<int64_t>&", "shape_repr({})"),
+    "shape": ("const std::vector<int64_t>&", "lossgrad_shapes::shape_repr({})"),
     "str": ("const std::string&", "str_repr({})"),
-    "float": ("double", "float_repr({})"),
+    "float": ("double", "lossgrad_shapes::float_repr({})"),
     "text": ("const char*", "std::string({})"),
 }
 
@@ -47,10 +53,11 @@ class Sentinel:
 
 @dataclass(frozen=True)
 class Message:
-    """One message: literal text and slots, in order."""
+    """One message: literal text and slots, in order, and the aclnn code of its error."""
 
     name: str
     parts: tuple[str | Slot, ...]
+    code: int
 
     @property
     def slots(self) -> list[Slot]:
@@ -88,12 +95,12 @@ def message_from(name: str, error: LossGradError, sentinels: Sequence[Sentinel])
                     found.append(sentinel.slot)
                 found.append(piece)
         if count != 1:
-            raise OrtBackendError(
+            raise MessageGenerationError(
                 f"message '{name}': sentinel {sentinel.rendering!r} found {count} times in "
                 f"{str(error)!r}"
             )
         parts = found
-    return Message(name, tuple(p for p in parts if p != ""))
+    return Message(name, tuple(p for p in parts if p != ""), error.code)
 
 
 def _raised(call: Callable[[], object]) -> LossGradError:
@@ -101,7 +108,7 @@ def _raised(call: Callable[[], object]) -> LossGradError:
         call()
     except LossGradError as error:
         return error
-    raise OrtBackendError("spec accepted a call built to be rejected")
+    raise MessageGenerationError("spec accepted a call built to be rejected")
 
 
 def _info(shape: tuple[int, ...]) -> spec.TensorInfo:
@@ -239,7 +246,8 @@ def unprintable_ranges() -> list[tuple[int, int]]:
 
 
 def print_message_tables() -> str:
-    """C++ data the message renderers (cxx/messages.h) need, taken from this Python."""
+    """C++ data the ORT kernels' message renderers (ort/cxx/messages.h) need, taken from this
+    Python."""
     rows = [f"{{0x{a:x}, 0x{b:x}}}" for a, b in unprintable_ranges()]
     lines = [", ".join(rows[i : i + 6]) + "," for i in range(0, len(rows), 6)]
     return (
