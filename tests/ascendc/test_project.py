@@ -59,6 +59,7 @@ def test_one_project_per_signature_in_msopgen_layout(projects) -> None:
             f"op_kernel/{name}.cpp", f"op_kernel/{name}_tiling.h", "op_kernel/CMakeLists.txt",
             f"op_host/{name}.cpp", "op_host/CMakeLists.txt",
             f"op_api/aclnn_{name}.h", f"op_api/aclnn_{name}.cpp", "op_api/lossgrad_checks.h",
+            "op_api/lossgrad_shapes.h",
             "op_api/CMakeLists.txt", "framework/CMakeLists.txt",
             f"framework/onnx_plugin/{name}_onnx_plugin.cc",
             "framework/onnx_plugin/CMakeLists.txt",

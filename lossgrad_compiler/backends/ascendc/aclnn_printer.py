@@ -17,6 +17,7 @@ from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES, double_literal, o
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
+from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
 
 CAMEL = {"grad_output": "gradOutput", "self": "self", "target": "target"}
 
@@ -172,7 +173,6 @@ def _graph_steps(graph: HostGraph, info: SignatureInfo) -> list[str]:
 
 def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
     op = info.op
-    is_kl = not op.grad_output_may_enlarge
     attr_params = _attr_params(op)
     l0_attrs = []
     for _ctype, param, attr in attr_params:
@@ -202,8 +202,8 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         '    return Fail(op, "executor", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",
         "CallShapes shapes;",
-        f"CHECK_OK(CheckInputs(op, {'false' if is_kl else 'true'}, gradOutput, self, target, "
-        "&shapes));",
+        f"CHECK_OK(CheckInputs(op, {check_present_name(op)}, {check_shapes_name(op)}, "
+        "gradOutput, self, target, &shapes));",
         "if (out == nullptr) {",
         '    return Fail(op, "out", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",

@@ -1,8 +1,10 @@
 """Print op_api/lossgrad_checks.h: spec.validate's checks in C++, generated from spec.py.
 
-templates/lossgrad_checks.h holds the algorithms; the data comes from spec.py and errors.py
-here: the message format, the rank limit, the element type names and the allowed types,
-and the wording of each rule. So the aclnn wrapper rejects what `spec.validate` rejects,
+templates/lossgrad_checks.h holds the aclnn side (null pointers, element types, attributes,
+the compiled signature, the output); the data comes from spec.py and errors.py here: the
+message format, the rank limit, the element type names and the allowed types, and the
+wording of each rule. The shape checks are op_api/lossgrad_shapes.h, the C++ the ORT kernels
+compile too (backends/cxx_shapes.py). So the aclnn wrapper rejects what `spec.validate` rejects,
 with the same message and aclnn code (a test runs both on the same invalid calls).
 """
 
@@ -15,11 +17,6 @@ from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
 from lossgrad_compiler.backends.cxx import cxx_string_literal
 
 TEMPLATE = Path(__file__).parent / "templates" / "lossgrad_checks.h"
-
-
-def broadcast_name() -> str:
-    """How spec.py names broadcast(self, target) in grad_output's broadcast errors."""
-    return spec.BROADCAST_OPERAND
 
 
 def _format_expression(code: int) -> str:
@@ -42,14 +39,11 @@ def print_checks_header() -> str:
         for name, value in ACL_DTYPES.items()
     )
     values = {
-        "@MAX_RANK@": str(spec.MAX_RANK),
         "@FORMAT_NULLPTR@": _format_expression(errors.ACLNN_ERR_PARAM_NULLPTR),
         "@FORMAT_INVALID@": _format_expression(errors.ACLNN_ERR_PARAM_INVALID),
         "@DTYPE_CASES@": cases,
         "@FLOAT_TEST@": " || ".join(f"dtype == {v}" for v in floats),
         "@ELEMENT_TYPE_RULE@": cxx_string_literal(f"element type must be one of {allowed}, got "),
-        "@NO_ENLARGE_RULE@": cxx_string_literal(f" must broadcast to {broadcast_name()} "),
-        "@BROADCAST_NAME@": cxx_string_literal(broadcast_name()),
         "@INPUT_NAMES@": ", ".join(cxx_string_literal(n) for n in spec.INPUT_NAMES),
     }
     text = TEMPLATE.read_text()

@@ -27,6 +27,7 @@ from lossgrad_compiler.backends.ascendc.kernel_printer import (
     print_tiling_header,
 )
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo, signature_info
+from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_header
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC
@@ -84,6 +85,7 @@ def print_projects(lowered: ModuleOp, soc: str = DEFAULT_SOC) -> list[Project]:
             f"op_api/aclnn_{name}.h": aclnn_printer.print_aclnn_header(info),
             f"op_api/aclnn_{name}.cpp": aclnn_printer.print_aclnn_source(graph, info),
             "op_api/lossgrad_checks.h": print_checks_header(),
+            "op_api/lossgrad_shapes.h": lossgrad_shapes_header(),
             f"framework/onnx_plugin/{name}_onnx_plugin.cc": project_files.onnx_plugin(info),
             **project_files.cmake_lists(info, soc),
         }

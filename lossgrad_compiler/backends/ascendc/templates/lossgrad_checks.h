@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "aclnn/aclnn_base.h"
+#include "lossgrad_shapes.h"
 #include "opdev/op_log.h"
 
 namespace lossgrad_checks {
 
-constexpr size_t MAX_RANK = @MAX_RANK@;
 using Dims = std::vector<int64_t>;
 using Named = std::vector<std::pair<std::string, Dims>>;
 
@@ -52,115 +52,21 @@ inline bool IsFloatType(int dtype)
     return @FLOAT_TEST@;
 }
 
-// Python's list syntax: [2, 3].
-inline std::string DimsText(const Dims& dims)
-{
-    std::string s = "[";
-    for (size_t i = 0; i < dims.size(); ++i) {
-        s += (i ? ", " : "") + std::to_string(dims[i]);
-    }
-    return s + "]";
-}
-
-// Python's repr() of a float: the shortest round-trip digits, positional for exponents in
-// [-4, 16), scientific otherwise.
-inline std::string PyFloatRepr(double v)
-{
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    char buffer[64];
-    auto r = std::to_chars(buffer, buffer + sizeof buffer, v, std::chars_format::scientific);
-    std::string s(buffer, r.ptr);
-    const bool negative = s[0] == '-';
-    if (negative) s.erase(0, 1);
-    const size_t e = s.find('e');
-    const int exponent = std::atoi(s.c_str() + e + 1);
-    std::string digits;
-    for (size_t i = 0; i < e; ++i) {
-        if (s[i] != '.') digits += s[i];
-    }
-    std::string out;
-    if (exponent >= -4 && exponent < 16) {
-        if (exponent >= 0) {
-            while (digits.size() < static_cast<size_t>(exponent) + 1) digits += '0';
-            const std::string fraction = digits.substr(exponent + 1);
-            out = digits.substr(0, exponent + 1) + "." + (fraction.empty() ? "0" : fraction);
-        } else {
-            out = "0." + std::string(-exponent - 1, '0') + digits;
-        }
-    } else {
-        out = digits.substr(0, 1);
-        if (digits.size() > 1) out += "." + digits.substr(1);
-        const int a = std::abs(exponent);
-        out += std::string("e") + (exponent < 0 ? "-" : "+") + (a < 10 ? "0" : "") + std::to_string(a);
-    }
-    return (negative ? "-" : "") + out;
-}
-
 inline aclnnStatus CheckElementType(const std::string& op, const std::string& argument, int dtype)
 {
     if (IsFloatType(dtype)) return ACLNN_SUCCESS;
     return Fail(op, argument, @ELEMENT_TYPE_RULE@ + DtypeName(dtype));
 }
 
-inline aclnnStatus CheckRank(const std::string& op, const std::string& argument, const Dims& dims)
+inline aclnnStatus FailWith(const lossgrad_shapes::Failure& failure)
 {
-    if (dims.size() <= MAX_RANK) return ACLNN_SUCCESS;
-    return Fail(op, argument, "rank must be at most " + std::to_string(MAX_RANK) + ", got " +
-                                  std::to_string(dims.size()));
+    OP_LOGE(failure.code, "%s", failure.message.c_str());
+    return failure.code;
 }
 
-// numpy broadcasting of named shapes (spec.broadcast_shapes on concrete sizes).
-inline aclnnStatus Broadcast(const std::string& op, const Named& named, Dims* out)
-{
-    size_t rank = 0;
-    for (const auto& n : named) rank = std::max(rank, n.second.size());
-    Dims result;
-    for (size_t axis = 0; axis < rank; ++axis) {
-        int64_t size = 1;
-        std::string from;
-        for (const auto& n : named) {
-            const int64_t j = static_cast<int64_t>(axis + n.second.size()) - static_cast<int64_t>(rank);
-            if (j < 0 || n.second[j] == 1) continue;
-            const int64_t d = n.second[j];
-            if (size != 1 && d != size) {
-                std::string shapes;
-                for (size_t k = 0; k < named.size(); ++k) {
-                    shapes += (k ? ", " : "") + named[k].first + " " + DimsText(named[k].second);
-                }
-                const int64_t where = static_cast<int64_t>(axis) - static_cast<int64_t>(rank);
-                return Fail(op, from + " and " + n.first,
-                            "shapes " + shapes + " do not broadcast (axis " + std::to_string(where) + ": " +
-                                std::to_string(size) + " vs " + std::to_string(d) + ")");
-            }
-            size = d;
-            from = n.first;
-        }
-        result.push_back(size);
-    }
-    if (out != nullptr) *out = result;
-    return ACLNN_SUCCESS;
-}
-
-// The KL ops: grad_output must broadcast to B without enlarging it.
-inline aclnnStatus CheckNoEnlarge(const std::string& op, const Dims& go, const Dims& b)
-{
-    const std::string head = "shape " + DimsText(go) + @NO_ENLARGE_RULE@ + DimsText(b) + " without enlarging it (";
-    if (go.size() > b.size()) {
-        return Fail(op, "grad_output",
-                    head + "rank " + std::to_string(go.size()) + " > " + std::to_string(b.size()) + ")");
-    }
-    const size_t offset = b.size() - go.size();
-    for (size_t i = 0; i < go.size(); ++i) {
-        if (go[i] != 1 && go[i] != b[offset + i]) {
-            const int64_t where = static_cast<int64_t>(i) - static_cast<int64_t>(go.size());
-            return Fail(op, "grad_output",
-                        head + "axis " + std::to_string(where) + ": " + std::to_string(go[i]) + " vs " +
-                            std::to_string(b[offset + i]) + ")");
-        }
-    }
-    return ACLNN_SUCCESS;
-}
+// One operator's shape checks (lossgrad_shapes.h, generated from spec.py).
+using PresentCheck = lossgrad_shapes::Failure (*)(const bool present[3]);
+using ShapeCheck = lossgrad_shapes::Failure (*)(const std::vector<int64_t>* const dims[3], Dims* b, Dims* iter);
 
 // The dims of every input, B = broadcast(self, target) and the iteration space.
 struct CallShapes {
@@ -171,31 +77,27 @@ struct CallShapes {
 
 // The checks of the three inputs in spec.validate's order: null, element type, rank,
 // broadcast (grad_output may enlarge B only for SmoothL1LossBackward).
-inline aclnnStatus CheckInputs(const std::string& op, bool grad_output_may_enlarge, const aclTensor* grad_output,
-                               const aclTensor* self, const aclTensor* target, CallShapes* shapes)
+inline aclnnStatus CheckInputs(const std::string& op, PresentCheck check_present, ShapeCheck check_shapes,
+                               const aclTensor* grad_output, const aclTensor* self, const aclTensor* target,
+                               CallShapes* shapes)
 {
     static const char* const kNames[3] = {@INPUT_NAMES@};
     const aclTensor* inputs[3] = {grad_output, self, target};
-    for (int k = 0; k < 3; ++k) {
-        if (inputs[k] == nullptr) return Fail(op, kNames[k], "is required", ACLNN_ERR_PARAM_NULLPTR);
-    }
+    const bool present[3] = {grad_output != nullptr, self != nullptr, target != nullptr};
+    lossgrad_shapes::Failure failure = check_present(present);
+    if (failure.code != 0) return FailWith(failure);
     for (int k = 0; k < 3; ++k) {
         const aclnnStatus status = CheckElementType(op, kNames[k], static_cast<int>(inputs[k]->GetDataType()));
         if (status != ACLNN_SUCCESS) return status;
     }
+    const std::vector<int64_t>* dims[3];
     for (int k = 0; k < 3; ++k) {
         shapes->inputs[k] = inputs[k]->GetViewShape().dims();
-        const aclnnStatus status = CheckRank(op, kNames[k], shapes->inputs[k]);
-        if (status != ACLNN_SUCCESS) return status;
+        dims[k] = &shapes->inputs[k];
     }
-    aclnnStatus status = Broadcast(op, {{kNames[1], shapes->inputs[1]}, {kNames[2], shapes->inputs[2]}}, &shapes->b);
-    if (status != ACLNN_SUCCESS) return status;
-    const Named go_and_b = {{kNames[0], shapes->inputs[0]}, {@BROADCAST_NAME@, shapes->b}};
-    if (grad_output_may_enlarge) return Broadcast(op, go_and_b, &shapes->iter);
-    status = Broadcast(op, go_and_b, nullptr);
-    if (status != ACLNN_SUCCESS) return status;
-    shapes->iter = shapes->b;
-    return CheckNoEnlarge(op, shapes->inputs[0], shapes->b);
+    failure = check_shapes(dims, &shapes->b, &shapes->iter);
+    if (failure.code != 0) return FailWith(failure);
+    return ACLNN_SUCCESS;
 }
 
 inline aclnnStatus CheckReduction(const std::string& op, int64_t code, const std::vector<int64_t>& allowed,
@@ -209,7 +111,7 @@ inline aclnnStatus CheckMinimum(const std::string& op, const std::string& attrib
                                 double minimum, const std::string& rule)
 {
     if (!std::isnan(value) && value >= minimum) return ACLNN_SUCCESS;
-    return Fail(op, "attribute '" + attribute + "'", "must be " + rule + ", got " + PyFloatRepr(value));
+    return Fail(op, "attribute '" + attribute + "'", "must be " + rule + ", got " + lossgrad_shapes::float_repr(value));
 }
 
 // The signature's element type of one input.
@@ -233,8 +135,8 @@ inline aclnnStatus CheckCompiledPattern(const std::string& op, const std::string
     }
     if (ok) return ACLNN_SUCCESS;
     return Fail(op, name, "the Ascend C kernel was compiled for the shape pattern [" + pattern +
-                              "] (1: broadcast, ?: the iteration size) over the iteration shape " + DimsText(iter) +
-                              ", got " + DimsText(dims));
+                              "] (1: broadcast, ?: the iteration size) over the iteration shape " + lossgrad_shapes::shape_repr(iter) +
+                              ", got " + lossgrad_shapes::shape_repr(dims));
 }
 
 inline aclnnStatus CheckOutput(const std::string& op, const aclTensor* out, int dtype, const Dims& result)
@@ -244,8 +146,8 @@ inline aclnnStatus CheckOutput(const std::string& op, const aclTensor* out, int 
                                    DtypeName(static_cast<int>(out->GetDataType())));
     }
     if (out->GetViewShape().dims() != result) {
-        return Fail(op, "out", "shape must be " + DimsText(result) + " (the result shape), got " +
-                                   DimsText(out->GetViewShape().dims()));
+        return Fail(op, "out", "shape must be " + lossgrad_shapes::shape_repr(result) + " (the result shape), got " +
+                                   lossgrad_shapes::shape_repr(out->GetViewShape().dims()));
     }
     return ACLNN_SUCCESS;
 }
