@@ -6,15 +6,20 @@ from typing import Any
 
 from lossgrad_compiler.errors import LossGradError
 
-__all__ = ["LossGradError", "compile_model"]
+__all__ = ["LossGradError", "compile_model", "fuse"]
 
 
 def __getattr__(name: str) -> Any:
-    """`compile_model` is imported on first use: it pulls in xDSL, which plain users of the
+    """`compile_model` and `fuse` are imported on first use: it pulls in xDSL, which plain users of the
     spec or the reference do not need."""
     if name == "compile_model":
         # defers xDSL, which plain users of the spec or the reference do not need
         from lossgrad_compiler.driver import compile_model
 
         return compile_model
+    if name == "fuse":
+        # deferred like compile_model: users of the spec or the reference need no fusion
+        from lossgrad_compiler.fusion import fuse
+
+        return fuse
     raise AttributeError(f"module 'lossgrad_compiler' has no attribute {name!r}")

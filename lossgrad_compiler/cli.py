@@ -3,6 +3,11 @@
     lossgrad-compile IN.onnx -o OUT.onnx [--target onnx|ort] [--mode functions|inline]
     lossgrad-compile IN.onnx -o DIR --target ascendc [--soc ascend910b]
     lossgrad-compile IN.onnx -o OUT.vmfb --target iree [--iree-backend llvm-cpu|cuda|rocm|vulkan]
+    lossgrad-compile IN.onnx -o OUT.onnx --fuse-only
+
+--fuse first replaces the standard-ONNX subgraphs that compute one of the three gradients
+(as exporters write them) by ai.lossgrad nodes (lossgrad_compiler.fuse), then compiles;
+--fuse-only (--target onnx) writes the fused model and compiles nothing.
 
 Errors are one line on stderr ("lossgrad-compile: error: ...", naming the node, the rule and
 the aclnn code) with exit status 1; usage errors (an option the target does not use) exit
@@ -86,6 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the CPU for llvm-cpu (default: host, this machine's; e.g. x86-64-v3 for modules "
         "to ship) or the GPU architecture (defaults: sm_80, gfx942, rdna3)",
     )
+    parser.add_argument(
+        "--fuse",
+        action="store_true",
+        help="first fuse decomposed loss gradients (as exporters write them) into ai.lossgrad "
+        "nodes, then compile; the report says what was fused and what was left, and why",
+    )
+    parser.add_argument(
+        "--fuse-only",
+        action="store_true",
+        help="fuse and write the fused model, compile nothing (--target onnx only)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no report")
     return parser
 
@@ -108,6 +124,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         if args.target != "iree" and getattr(args, option) is not None:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag} applies to --target iree only, not to {args.target}")
+    if args.fuse_only and args.target != "onnx":
+        parser.error(
+            f"--fuse-only writes an ONNX model; it does not apply to --target {args.target}"
+        )
+    if args.fuse_only and args.mode is not None:
+        parser.error("--fuse-only compiles nothing; drop --mode")
     args.mode = args.mode or "functions"
     args.soc = args.soc or DEFAULT_SOC
     return args
@@ -132,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
     if args.target == "ascendc":
-        return _compile_ascendc(args.input, project_directory(args.output), args.soc)
+        return _compile_ascendc(args, project_directory(args.output))
     if args.target == "iree":
         return _compile_iree(args)
     # defers xDSL and the compiler: `--help` and usage errors answer without them
@@ -158,6 +180,13 @@ def run(args: argparse.Namespace) -> list[str]:
                 "(it is copied beside the model); choose another name for the model"
             )
         _refuse_overwriting(copied, protected)
+    source, lines = _fused(source, args)
+    if args.fuse_only:
+        data = write_model(source, where, args.input.parent, make_parents=True)
+        lines.append(f"wrote {where.path}")
+        if data is not None:
+            lines.append(f"wrote its external data to {data.path}")
+        return lines
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
     try:
         result = compile_model(source, target=args.target, mode=args.mode, progress=bar)
@@ -166,7 +195,7 @@ def run(args: argparse.Namespace) -> list[str]:
             bar.close()
     model = prepare(result.model) if args.target == "ort" else result.model
     data = write_model(model, where, args.input.parent, make_parents=True)
-    lines = [result.report.summary(), f"wrote {where.path}"]
+    lines += [result.report.summary(), f"wrote {where.path}"]
     if data is not None:
         lines.append(f"wrote its external data to {data.path}")
     if args.target == "ort":
@@ -178,6 +207,16 @@ def run(args: argparse.Namespace) -> list[str]:
             f"so.register_custom_ops_library('{copied}')",
         ]
     return lines
+
+
+def _fused(model: onnx.ModelProto, args: argparse.Namespace) -> tuple[onnx.ModelProto, list[str]]:
+    """The model after --fuse / --fuse-only, and the fusion report's lines."""
+    if not (args.fuse or args.fuse_only):
+        return model, []
+    from lossgrad_compiler.fusion import fuse  # deferred like the compiler: only --fuse needs it
+
+    fused, report = fuse(model)
+    return fused, report.lines()
 
 
 def model_output_path(output: str, source: Path) -> Path:
@@ -225,20 +264,23 @@ def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
     return Path(library_path()), prepare_model
 
 
-def _compile_ascendc(source: Path, out_dir: Path, soc: str) -> list[str]:
+def _compile_ascendc(args: argparse.Namespace, out_dir: Path) -> list[str]:
     try:  # defers the Ascend C backend, which only `--target ascendc` needs
         from lossgrad_compiler.backends.ascendc import emit_project
     except ImportError as err:
         raise Unavailable(f"target 'ascendc' is unavailable in this installation ({err})") from None
     # defers xDSL and the compiler: `--help` and usage errors answer without them
-    from lossgrad_compiler.driver import lower_model
+    from lossgrad_compiler.driver import load_model, lower_model
 
+    soc = args.soc
+    source, lines = _fused(load_model(args.input), args)
     start = time.perf_counter()
     imported, module = lower_model(source)
     emit_project(module, out_dir, soc=soc)
     seconds = time.perf_counter() - start
     per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
     return [
+        *lines,
         f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
         f"distinct signatures; target ascendc ({soc}); {seconds:.3f} s",
         f"wrote the project to {out_dir}",
@@ -263,13 +305,15 @@ def _compile_iree(args: argparse.Namespace) -> list[str]:
         path = path / (args.input.stem + ".vmfb")
     where = destination(path, streamable=True)
     _refuse_overwriting(where.path, {args.input})
+    source, lines = _fused(load_model(args.input), args)
     start = time.perf_counter()
-    vmfb, compiled = compile_whole_model(load_model(args.input), target)
+    vmfb, compiled = compile_whole_model(source, target)
     seconds = time.perf_counter() - start
     write_bytes(where, vmfb, make_parents=True)
     imported = compiled.imported
     per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
     return [
+        *lines,
         f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
         f"distinct signatures; target iree ({target.backend}); {seconds:.3f} s",
         f"wrote {where.path} ({len(vmfb)} bytes)",

@@ -22,6 +22,7 @@ from tests.helpers.imports import (
 LAYERS: list[tuple[str, list[str]]] = [
     ("spec", ["lossgrad_compiler.errors", "lossgrad_compiler.spec", "lossgrad_compiler.registry"]),
     ("ONNX helpers and reference", ["lossgrad_compiler.reference", "lossgrad_compiler.onnx"]),
+    ("graph fusion", ["lossgrad_compiler.fusion"]),
     ("dialects", ["lossgrad_compiler.dialects", "lossgrad_compiler.context"]),
     ("level 2", ["lossgrad_compiler.level2", "lossgrad_compiler.interpreter"]),
     ("passes", ["lossgrad_compiler.passes"]),
@@ -31,6 +32,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "runtime and driver",
         [
             "lossgrad_compiler.runtime",
+            "lossgrad_compiler.torch",
             "lossgrad_compiler.driver",
             "lossgrad_compiler.model_files",
             "lossgrad_compiler.output_files",

@@ -1,0 +1,149 @@
+"""A read-only index of one ONNX graph for the matcher: producers, consumers, constants and
+the types and (symbolic) shapes that ONNX shape inference gives each value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
+
+from lossgrad_compiler import spec
+
+Dim = int | str | None
+
+
+@dataclass(frozen=True)
+class ValueType:
+    elem_type: int
+    shape: tuple[Dim, ...] | None  # None: rank unknown
+
+    @property
+    def float_type(self) -> spec.FloatType | None:
+        return spec.float_type(self.elem_type)
+
+    @property
+    def known_shape(self) -> bool:
+        """Every dimension is a size or a named symbol (no unknown dimension)."""
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+
+def _value_type(info: onnx.ValueInfoProto) -> ValueType | None:
+    tensor = info.type.tensor_type if info.type.HasField("tensor_type") else None
+    if tensor is None or not tensor.elem_type:
+        return None
+    if not tensor.HasField("shape"):
+        return ValueType(tensor.elem_type, None)
+    dims: list[Dim] = []
+    for d in tensor.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        elif d.HasField("dim_param") and not d.dim_param.startswith("unk__"):
+            dims.append(d.dim_param)  # unk__N: shape inference's name for "not known"
+        else:
+            dims.append(None)
+    return ValueType(tensor.elem_type, tuple(dims))
+
+
+class GraphIndex:
+    """The main graph of a model; subgraphs (If, Loop, Scan bodies) are not looked into."""
+
+    def __init__(self, model: ModelProto) -> None:
+        self.graph: GraphProto = model.graph
+        graph_inputs = {i.name for i in self.graph.input}
+        self.constants: dict[str, np.ndarray] = {}
+        self._initializer_types: dict[str, ValueType] = {}
+        for init in self.graph.initializer:
+            if init.name not in graph_inputs:  # an overridable initializer is an input
+                self.constants[init.name] = numpy_helper.to_array(init)
+                self._initializer_types[init.name] = ValueType(init.data_type, tuple(init.dims))
+        self.producer: dict[str, NodeProto] = {}
+        self.consumers: dict[str, list[NodeProto]] = {}
+        for node in self.graph.node:
+            for name in node.output:
+                if name:
+                    self.producer[name] = node
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, []).append(node)
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                value = _constant_node_value(node)
+                if value is not None:
+                    self.constants[node.output[0]] = value
+        self.outputs = {o.name for o in self.graph.output}
+        self._folded: dict[str, np.ndarray | None] = {}
+        self.types: dict[str, ValueType] = {}
+        self.infer(model)
+
+    def infer(self, model: ModelProto) -> None:
+        """Types and shapes from ONNX shape inference over `model` (this graph, or a copy
+        with nodes replaced by equivalent ones that inference sees through)."""
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:  # a model shape inference rejects: fuse with what it declares
+            inferred = model
+        self.types = {
+            info.name: found
+            for info in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output)
+            if (found := _value_type(info)) is not None
+        }
+        for name, found in self._initializer_types.items():
+            self.types.setdefault(name, found)
+
+    def type_of(self, name: str) -> ValueType | None:
+        return self.types.get(name)
+
+    def uses(self, name: str) -> int:
+        """How many node inputs and graph outputs read the value."""
+        return len(self.consumers.get(name, ())) + (name in self.outputs)
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value, if it is a constant or a constant folded through a few unary ops."""
+        if name in self.constants:
+            return self.constants[name]
+        if name not in self._folded:
+            self._folded[name] = self._fold(name)
+        return self._folded[name]
+
+    def _fold(self, name: str) -> np.ndarray | None:
+        node = self.producer.get(name)
+        if node is None or node.domain not in ("", "ai.onnx"):
+            return None
+        args = [self.constant(i) for i in node.input]
+        if not args or any(a is None for a in args):
+            return None
+        with np.errstate(all="ignore"):
+            if node.op_type == "Identity":
+                return args[0]
+            if node.op_type == "Neg":
+                return -args[0]
+            if node.op_type == "Cast":
+                to = onnx.helper.get_attribute_value(node.attribute[0])
+                dtype = onnx.helper.tensor_dtype_to_np_dtype(to)
+                return np.asarray(args[0]).astype(dtype)
+            if node.op_type == "Reciprocal":
+                return np.asarray(1, args[0].dtype) / args[0]
+        return None
+
+
+def _constant_node_value(node: NodeProto) -> np.ndarray | None:
+    for attr in node.attribute:
+        if attr.name == "value":
+            return numpy_helper.to_array(attr.t)
+        if attr.name in ("value_float", "value_int"):
+            return np.asarray(onnx.helper.get_attribute_value(attr))
+        if attr.name in ("value_floats", "value_ints"):
+            return np.asarray(list(onnx.helper.get_attribute_value(attr)))
+    return None
+
+
+def uniform(value: np.ndarray | None) -> float | None:
+    """The one value every element of a non-empty constant holds, or None."""
+    if value is None or value.size == 0:
+        return None
+    flat = np.asarray(value).reshape(-1)
+    first = flat[0]
+    if np.isnan(first) or not np.all(flat == first):
+        return None
+    return float(first)

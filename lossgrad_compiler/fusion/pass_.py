@@ -1,0 +1,494 @@
+"""The fusion pass: find decomposed loss gradients, prove them equal to one ai.lossgrad
+node, replace them, and report what was fused and what was left and why.
+
+A subgraph is fused only when
+* one of forms.py's patterns matches it, with the attribute values the form fixes;
+* no value computed inside it is read by anything else (it would have to stay computed:
+  nothing would be saved, and the pass keeps every value the graph exposes);
+* grad_output and the reduction come out of scale.py, and beta is a float32 (the
+  attribute's width), so that the node computes the same ge and threshold;
+* spec.validate accepts the new node's inputs, and its result type and shape (from
+  ONNX shape inference) are exactly those of the value it replaces; where a sum back to an
+  operand's shape ends the subgraph, it sums exactly the broadcast axes of the operator's
+  own iteration shape.
+Everything else is left as it is, with the reason in the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.fusion.forms import FORMS, SMOOTH_L1, Form
+from lossgrad_compiler.fusion.graph import GraphIndex, ValueType
+from lossgrad_compiler.fusion.patterns import HALF_TYPES, Binding, Matcher, cast_target
+from lossgrad_compiler.fusion.report import Fused, FusionReport, LeftAlone
+from lossgrad_compiler.fusion.scale import Scale, ScaleFinder
+from lossgrad_compiler.onnx import builders
+
+_STANDARD = ("", "ai.onnx")
+
+
+@dataclass
+class _Tail:
+    """What follows the elementwise core: a sum back to an operand's shape, a broadcast to
+    one (Expand then Slice to the same shape), and a final Cast."""
+
+    nodes: list[NodeProto] = field(default_factory=list)
+    core: str = ""
+    sums: NodeProto | None = None
+    fits: bool = False
+    squeeze: NodeProto | None = None
+
+
+@dataclass
+class _Plan:
+    root: NodeProto
+    node: NodeProto
+    constants: list[onnx.TensorProto]
+    dead: set[int]
+    fused: Fused
+
+
+def fuse(model: ModelProto) -> tuple[ModelProto, FusionReport]:
+    """A copy of `model` with every provable loss-gradient subgraph of its main graph
+    replaced by one ai.lossgrad node, and the report."""
+    result = ModelProto()
+    result.CopyFrom(model)
+    fuser = _Fuser(result)
+    report = fuser.run()
+    return result, report
+
+
+class _Fuser:
+    def __init__(self, model: ModelProto) -> None:
+        self.model = model
+        self.index = GraphIndex(model)
+        self.matcher = Matcher(self.index)
+        self.scales = ScaleFinder(self.index, self.matcher)
+        self.claimed: set[int] = set()  # nodes of subgraphs already fused or left on purpose
+        self._retype_through_checked_reshapes()
+        self.names = {v for n in model.graph.node for v in (*n.input, *n.output)}
+        self.names |= {i.name for i in model.graph.initializer}
+        self.names |= {i.name for i in model.graph.input}
+
+    def _retype_through_checked_reshapes(self) -> None:
+        """Shape inference does not see that a Reshape to a shape of zeros (this project's
+        inline size check) keeps the shape, nor that a Slice to the shape its Expand already
+        has keeps everything: infer again over a copy where those are Identity, so the values
+        behind them have their shapes."""
+        rounds = (
+            self._keeps_shape_reshape,
+            lambda n: self._keeps_shape_reshape(n) or self._fits(n),
+        )
+        for keeps in rounds:
+            copy = ModelProto()
+            copy.CopyFrom(self.model)
+            changed = False
+            for original, node in zip(self.model.graph.node, copy.graph.node, strict=True):
+                if node.domain in _STANDARD and keeps(original):
+                    node.op_type = "Identity"
+                    del node.input[1:]
+                    node.ClearField("attribute")
+                    changed = True
+            if changed:
+                self.index.infer(copy)
+
+    def _keeps_shape_reshape(self, node: NodeProto) -> bool:
+        return (
+            node.op_type == "Reshape"
+            and self.matcher.through_identity(node.output[0]) != (node.output[0])
+        )
+
+    def run(self) -> FusionReport:
+        report = FusionReport()
+        consumed = self.claimed
+        fused_nodes: set[int] = set()
+        plans: list[_Plan] = []
+        for node in reversed(self.model.graph.node):
+            if id(node) in consumed or node.domain not in _STANDARD or len(node.output) != 1:
+                continue
+            found = self._try_root(node)
+            if isinstance(found, _Plan):
+                if found.dead & consumed:
+                    continue
+                plans.append(found)
+                consumed |= found.dead
+                fused_nodes |= found.dead
+            elif isinstance(found, LeftAlone):
+                report.left.append(found)
+        report.left = [
+            left for left in report.left if id(self.index.producer[left.output]) not in fused_nodes
+        ]
+        self._apply(plans)
+        report.fused = [p.fused for p in reversed(plans)]
+        report.left.reverse()
+        return report
+
+    # ------------------------------------------------------------------ matching
+
+    def _try_root(self, root: NodeProto) -> _Plan | LeftAlone | None:
+        first_reason: LeftAlone | None = None
+        for tail in self._tails(root):
+            for form in FORMS:
+                if tail.sums is not None and form.op_type == SMOOTH_L1:
+                    continue
+                for binding in self.matcher.match(form.pattern, tail.core):
+                    outcome = self._plan(root, tail, form, binding)
+                    if isinstance(outcome, _Plan):
+                        return outcome
+                    first_reason = first_reason or outcome
+        return first_reason
+
+    def _tails(self, root: NodeProto) -> list[_Tail]:
+        """The ways to read `root` as core + tail, longest tail first: a final Cast, then a
+        broadcast to the result's shape, then a sum back, each optional."""
+        tails = [_Tail(core=root.output[0])]
+        nodes: list[NodeProto] = []
+        node: NodeProto | None = root
+        sums = None
+        fits = False
+        if cast_target(root) in (*HALF_TYPES, TensorProto.FLOAT, TensorProto.DOUBLE):
+            nodes.append(root)
+            tails.insert(0, _Tail(list(nodes), root.input[0]))
+            node = self.index.producer.get(root.input[0])
+        if node is not None and node.domain in _STANDARD and self._fits(node):
+            expand = self.index.producer[node.input[0]]
+            nodes += [node, expand]
+            fits = True
+            tails.insert(0, _Tail(list(nodes), expand.input[0], fits=True))
+            node = self.index.producer.get(expand.input[0])
+        squeeze = None
+        if node is not None and node.domain in _STANDARD and node.op_type == "Squeeze":
+            squeeze = node
+            node = self.index.producer.get(node.input[0])
+        if node is not None and node.domain in _STANDARD and node.op_type == "ReduceSum":
+            nodes += [n for n in (squeeze, node) if n is not None]
+            sums = node
+            tails.insert(0, _Tail(list(nodes), node.input[0], sums, fits, squeeze))
+        return tails
+
+    def _fits(self, node: NodeProto) -> bool:
+        """Slice(Expand(v, s), zeros, s): v broadcast to the shape s, when s is known from
+        shapes and the Expand already gives exactly s (so the Slice keeps everything)."""
+        if node.op_type != "Slice" or len(node.input) != 3:
+            return False
+        expand = self.index.producer.get(node.input[0])
+        starts = self.index.constant(node.input[1])
+        if expand is None or expand.op_type != "Expand" or starts is None or starts.any():
+            return False
+        if expand.input[1] != node.input[2]:
+            return False
+        expanded = self.index.type_of(node.input[0])
+        dims = self.scales.dims(node.input[2])
+        if expanded is None or not expanded.known_shape or dims is None:
+            return False
+        sizes = [name[0] if factor_only else name for name, factor_only in _dim_names(dims)]
+        return len(sizes) == len(expanded.shape) and tuple(sizes) == expanded.shape  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ checking
+
+    def _plan(
+        self, root: NodeProto, tail: _Tail, form: Form, binding: Binding
+    ) -> _Plan | LeftAlone | None:
+        output = root.output[0]
+
+        def left(reason: str) -> LeftAlone:
+            return LeftAlone(form.op_type, output, reason)
+
+        if not form.when(binding):
+            return None
+        if form.report_only:
+            # a known gradient left as written: nothing inside it is fused piecemeal either
+            self.claimed |= {id(n) for n in (*tail.nodes, *binding.nodes)}
+            return left(form.report_only)
+        attrs = form.attributes(binding)
+        if isinstance(attrs, str):
+            return left(attrs)
+        if "beta" in attrs and float(np.float32(attrs["beta"])) != attrs["beta"]:
+            return left(f"beta {attrs['beta']!r} is not a float32 (the attribute's width)")
+        region = [*tail.nodes, *binding.nodes]
+        leaves = tuple(binding.values[k] for k in ("S", "X", "T") if k in binding.values)
+        s_value = binding.values.get("S")
+        dead = self._dead_after_replacing(root, leaves)
+        for node in region[1:]:
+            if id(node) not in dead:
+                users = [
+                    c.name or c.op_type
+                    for v in node.output
+                    for c in self.index.consumers.get(v, ())
+                    if id(c) not in dead and c is not root
+                ]
+                exposed = [v for v in node.output if v in self.index.outputs]
+                where = ", ".join(
+                    [*(f"node '{u}'" for u in users), *(f"graph output '{v}'" for v in exposed)]
+                )
+                return left(
+                    f"'{node.output[0]}' ({node.op_type}), computed inside the gradient, is "
+                    f"also read by {where}: fusing would compute it twice"
+                )
+        target = binding.values["T"]
+        result_type = self.index.type_of(output)
+        if result_type is None or not result_type.known_shape:
+            return left("shape inference does not give the result's type and shape")
+        constants: list[onnx.TensorProto] = []
+        self_value = self._self_operand(root, binding, result_type)
+        if self_value is None and result_type.shape == () and result_type.float_type:
+            # KlDivBackward never reads self; a 0-d result needs a 0-d self of its type
+            self_value = self._fresh(f"{output}_self")
+            zero = np.zeros((), result_type.float_type.dtype)
+            constants.append(numpy_helper.from_array(zero, self_value))
+            self.index.types[self_value] = ValueType(result_type.elem_type, ())
+        if self_value is None:
+            return left("no value of self's type and shape to pass as self")
+        types = {n: self.index.type_of(v) for n, v in (("self", self_value), ("target", target))}
+        if any(t is None or not t.known_shape or t.float_type is None for t in types.values()):
+            return left("the operands' element types and shapes are not known")
+        self_type, target_type = types["self"], types["target"]
+        assert self_type is not None and target_type is not None
+        promoted = spec.promote_types([self_type.float_type, target_type.float_type])  # type: ignore[list-item]
+        scale = (
+            Scale(1.0, "sum")
+            if s_value is None
+            else self.scales.find(
+                form.op_type,
+                s_value,
+                self_type.shape,  # type: ignore[arg-type]
+                target_type.shape,  # type: ignore[arg-type]
+                spec.compute_type(promoted),
+            )
+        )
+        if isinstance(scale.grad_output, str):
+            go_value = scale.grad_output
+            go_type = self.index.type_of(go_value)
+            if go_type is None or go_type.float_type is None or go_type.shape is None:
+                return left("grad_output's element type and shape are not known")
+        else:
+            exact = np.asarray(scale.grad_output, promoted.dtype)
+            if float(exact) != scale.grad_output:
+                return left(
+                    f"the folded scale {scale.grad_output!r} is not a {promoted.name}, so no "
+                    "grad_output of the result's type gives it"
+                )
+            go_value = self._fresh(f"{output}_grad_output")
+            constants.append(numpy_helper.from_array(exact, go_value))
+            go_type = ValueType(promoted.onnx, ())
+        attrs = {**attrs, "reduction": scale.reduction}
+        infos = {
+            "grad_output": spec.TensorInfo(go_type.float_type.dtype, go_type.shape),  # type: ignore[union-attr]
+            "self": spec.TensorInfo(self_type.float_type.dtype, self_type.shape),  # type: ignore[union-attr]
+            "target": spec.TensorInfo(target_type.float_type.dtype, target_type.shape),  # type: ignore[union-attr]
+        }
+        try:
+            checked = spec.validate(form.op_type, infos, attrs)
+        except LossGradError as err:
+            return left(f"the operands do not make a valid {form.op_type}: {err}")
+        if checked.result_type.onnx != result_type.elem_type:
+            return left(
+                f"{form.op_type} would give {checked.result_type.name}, the graph gives "
+                f"{helper.tensor_dtype_to_np_dtype(result_type.elem_type).name}"
+            )
+        if tuple(checked.result_shape or ()) != result_type.shape:
+            return left(
+                f"{form.op_type} would give shape {list(checked.result_shape or ())}, the graph "
+                f"gives {list(result_type.shape)}"  # type: ignore[arg-type]
+            )
+        if tail.sums is not None and not self._sums_back(tail, checked):
+            return left("the ReduceSum does not sum exactly the broadcast axes back")
+        dead = self._dead_after_replacing(root, (self_value, target, go_value))
+        node = builders.make_node(
+            form.op_type,
+            [go_value, self_value, target],
+            output,
+            name=root.name or self._fresh(f"{form.op_type}_fused"),
+            **attrs,
+        )
+        fused = Fused(
+            form.op_type,
+            {k: v for k, v in attrs.items()},
+            (go_value, self_value, target),
+            output,
+            form.written_by,
+            len(dead),
+        )
+        return _Plan(root, node, constants, dead, fused)
+
+    def _self_operand(self, root: NodeProto, binding: Binding, result: ValueType) -> str | None:
+        """self: the bound X, else (KlDivBackward never reads it) a value of the result's
+        type and shape, preferring one whose shape the subgraph takes (a size check or a
+        count for the scale) over the leaves."""
+        if "X" in binding.values:
+            return binding.values["X"]
+        leaves = {v for k, v in binding.values.items() if k in ("S", "T")}
+        witnesses = self._shape_sources(root)
+        ordered = [w for w in witnesses if w not in leaves] + sorted(leaves)
+        for value in ordered:
+            if self.index.type_of(value) == result:
+                return value
+        return None
+
+    def _shape_sources(self, root: NodeProto, limit: int = 64) -> list[str]:
+        """The values whose Shape the nodes above `root` take, nearest first (a bounded
+        walk: a loss gradient's subgraph is a few dozen nodes)."""
+        found: list[str] = []
+        seen = {id(root)}
+        queue = [root]
+        while queue and len(seen) < limit:
+            node = queue.pop(0)
+            for value in node.input:
+                producer = self.index.producer.get(value)
+                if producer is None or id(producer) in seen:
+                    continue
+                seen.add(id(producer))
+                if producer.op_type == "Shape" and producer.input[0] not in found:
+                    found.append(producer.input[0])
+                queue.append(producer)
+        return found
+
+    def _sums_back(self, tail: _Tail, checked: spec.CheckedCall) -> bool:
+        """The ReduceSum adds exactly what the operator adds: every axis of its iteration
+        shape B that the result does not have (or has as 1) is reduced and present in full
+        in the graph's core, and every other axis of the core is B's or 1 and not reduced
+        (the broadcast after the sum fills it)."""
+        node = tail.sums
+        assert node is not None
+        core_type = self.index.type_of(tail.core)
+        axes_value = self.index.constant(node.input[1]) if len(node.input) > 1 else None
+        if core_type is None or not core_type.known_shape or axes_value is None:
+            return False
+        core = tuple(core_type.shape)  # type: ignore[arg-type]
+        b = tuple(checked.iteration_shape or ())
+        r = tuple(checked.result_shape or ())
+        if len(core) > len(b) or any(a < -len(core) or a >= len(core) for a in axes_value.flat):
+            return False
+        axes = {int(a) % len(core) for a in axes_value.flat}
+        keepdims = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
+        dropped = axes if not keepdims else set()
+        if tail.squeeze is not None:
+            squeezed = (
+                self.index.constant(tail.squeeze.input[1]) if len(tail.squeeze.input) > 1 else None
+            )
+            if not keepdims or squeezed is None:
+                return False
+            dropped = {int(a) % len(core) for a in squeezed.flat}
+            if not dropped <= axes:
+                return False
+        if dropped != set(range(len(dropped))):
+            return False  # dropped axes must be leading ones to keep the alignment
+        offset, lead = len(b) - len(core), len(b) - len(r)
+        for i, size in enumerate(b):
+            c = core[i - offset] if i >= offset else 1
+            reduced = (i - offset) in axes
+            summed = i < lead or (r[i - lead] == 1 and size != 1)
+            if summed and size != 1 and not (c == size and reduced):
+                return False
+            if not summed and (c not in (1, size) or (reduced and c != 1)):
+                return False
+        return True
+
+    def _dead_after_replacing(self, root: NodeProto, keeps: tuple[str, ...]) -> set[int]:
+        """The nodes that nothing reads any more once `root` is replaced by a node that
+        reads `keeps`."""
+        remaining: dict[str, int] = {}
+        for value in keeps:
+            remaining[value] = self.index.uses(value) + 1
+        dead = {id(root)}
+        work = list(root.input)
+        while work:
+            value = work.pop()
+            producer = self.index.producer.get(value)
+            if producer is None or id(producer) in dead:
+                continue
+            if value not in remaining:
+                remaining[value] = self.index.uses(value)
+            remaining[value] -= 1
+            if all(remaining.get(v, self.index.uses(v)) <= 0 for v in producer.output if v):
+                dead.add(id(producer))
+                work.extend(v for v in producer.input if v)
+        return dead
+
+    # ------------------------------------------------------------------ rewriting
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    def _apply(self, plans: list[_Plan]) -> None:
+        if not plans:
+            return
+        graph = self.model.graph
+        replacement = {id(p.root): p.node for p in plans}
+        dead = set().union(*(p.dead for p in plans))
+        kept: list[NodeProto] = []
+        for node in graph.node:
+            if id(node) in replacement:
+                kept.append(replacement[id(node)])
+            elif id(node) not in dead:
+                kept.append(node)
+        removed = [n for n in graph.node if id(n) in dead]
+        kept = _drop_unread(kept, {o.name for o in graph.output}, removed)
+        graph.ClearField("node")
+        graph.node.extend(kept)
+        graph.initializer.extend(c for p in plans for c in p.constants)
+        live = {v for n in graph.node for v in (*n.input, *n.output)}
+        infos = [vi for vi in graph.value_info if vi.name in live]
+        graph.ClearField("value_info")
+        graph.value_info.extend(infos)
+        used = {v for n in graph.node for v in n.input}
+        inits = [
+            i
+            for i in graph.initializer
+            if i.name in used or i.name in {o.name for o in graph.output}
+        ]
+        graph.ClearField("initializer")
+        graph.initializer.extend(inits)
+        if not any(o.domain == spec.DOMAIN for o in self.model.opset_import):
+            self.model.opset_import.append(helper.make_opsetid(spec.DOMAIN, spec.OPSET_VERSION))
+
+
+def _drop_unread(
+    nodes: list[NodeProto], outputs: set[str], removed: list[NodeProto]
+) -> list[NodeProto]:
+    """Nodes that only fed removed subgraphs (shared by two of them, so neither count saw
+    them die) are removed too; nothing else is touched, dead code of the model's own
+    included."""
+    producer = {v: n for n in nodes for v in n.output}
+    suspects = [producer[v] for r in removed for v in r.input if v in producer]
+    gone: set[int] = set()
+    read: dict[str, int] = {}
+    for n in nodes:
+        for v in n.input:
+            read[v] = read.get(v, 0) + 1
+    for v in outputs:
+        read[v] = read.get(v, 0) + 1
+    while suspects:
+        node = suspects.pop()
+        if id(node) in gone or any(read.get(v, 0) for v in node.output):
+            continue
+        gone.add(id(node))
+        for v in node.input:
+            read[v] = read.get(v, 0) - 1
+            if v in producer:
+                suspects.append(producer[v])
+    return [n for n in nodes if id(n) not in gone]
+
+
+def _dim_names(dims: list[tuple[int, tuple[str, ...]]]) -> list[tuple[object, bool]]:
+    """Each size as it appears in a shape: an int, or the one symbol it is."""
+    out: list[tuple[object, bool]] = []
+    for factor, names in dims:
+        if not names:
+            out.append(((factor,), True))
+        elif factor == 1 and len(names) == 1:
+            out.append((names[0], False))
+        else:
+            out.append((None, False))
+    return out
