@@ -17,6 +17,7 @@ from typing import Any
 
 from lossgrad_compiler.fusion.patterns import (
     OPTIONAL_FLOAT_CAST,
+    VARIES,
     Binding,
     Const,
     Lit,
@@ -27,7 +28,8 @@ from lossgrad_compiler.fusion.patterns import (
 )
 
 S, X, T = Var("S"), Var("X"), Var("T")  # a form without S has S = 1
-BETA = Const("beta")
+BETA = Const("beta")  # the threshold; the divisor is bound apart so a mismatch is reported
+DIVISOR = Const("divisor")
 D = P.Sub(X, T)
 
 
@@ -50,19 +52,20 @@ def _fixed(**attrs: Any) -> Callable[[Binding], dict[str, Any] | str]:
 
 
 def _beta(binding: Binding) -> dict[str, Any] | str:
-    beta = binding.numbers["beta"]
+    """beta from the threshold; the divisor and the lower clamp bound must agree with it."""
+    numbers = binding.numbers
+    beta = numbers["beta"]
+    if VARIES in numbers.values():
+        return "the threshold is not one number (beta would differ per element)"
+    assert isinstance(beta, float)
     if not beta > 0:
         return f"the threshold {beta!r} is not a beta > 0"
-    if "neg_beta" in binding.numbers and binding.numbers["neg_beta"] != -beta:
-        return f"the clamp bounds {binding.numbers['neg_beta']!r} and {beta!r} differ"
-    return {"beta": beta}
-
-
-def _beta_from_reciprocal(binding: Binding) -> dict[str, Any] | str:
-    beta = binding.numbers["beta"]
-    reciprocal = binding.numbers["inv_beta"]
-    if not beta > 0 or reciprocal * beta != 1.0:
-        return f"the factor {reciprocal!r} is not the reciprocal of the threshold {beta!r}"
+    if "divisor" in numbers and numbers["divisor"] != beta:
+        return f"the threshold {beta!r} and the divisor {numbers['divisor']!r} differ"
+    if "neg_beta" in numbers and numbers["neg_beta"] != -beta:
+        return f"the clamp bounds {numbers['neg_beta']!r} and {beta!r} are not -beta and beta"
+    if "inv_beta" in numbers and numbers["inv_beta"] * beta != 1.0:  # type: ignore[operator]
+        return f"the factor {numbers['inv_beta']!r} is not the reciprocal of {beta!r}"
     return {"beta": beta}
 
 
@@ -75,13 +78,13 @@ FORMS: tuple[Form, ...] = (
     Form(
         SMOOTH_L1,
         "pytorch",
-        P.Where(P.Less(P.Abs(D), BETA), P.Div(P.Mul(S, D), BETA), P.Mul(S, P.Sign(D))),
+        P.Where(P.Less(P.Abs(D), BETA), P.Div(P.Mul(S, D), DIVISOR), P.Mul(S, P.Sign(D))),
         _beta,
     ),
     Form(
         SMOOTH_L1,
         "pytorch",
-        P.Where(P.Less(P.Abs(D), BETA), P.Mul(S, P.Div(D, BETA)), P.Mul(S, P.Sign(D))),
+        P.Where(P.Less(P.Abs(D), BETA), P.Mul(S, P.Div(D, DIVISOR)), P.Mul(S, P.Sign(D))),
         _beta,
     ),
     Form(
@@ -92,7 +95,7 @@ FORMS: tuple[Form, ...] = (
             P.Mul(P.Mul(S, D), Const("inv_beta")),
             P.Mul(S, P.Sign(D)),
         ),
-        _beta_from_reciprocal,
+        _beta,
     ),
     # beta = 1: the exporter drops the division by one.
     Form(
@@ -105,7 +108,7 @@ FORMS: tuple[Form, ...] = (
     Form(
         SMOOTH_L1,
         "pytorch",
-        P.Where(P.Less(P.Abs(D), BETA), P.Div(D, BETA), P.Sign(D)),
+        P.Where(P.Less(P.Abs(D), BETA), P.Div(D, DIVISOR), P.Sign(D)),
         _beta,
     ),
     Form(
@@ -123,7 +126,7 @@ FORMS: tuple[Form, ...] = (
             P.Where(
                 P.GreaterOrEqual(D, BETA),
                 Lit(1.0),
-                P.Where(P.LessOrEqual(D, Const("neg_beta")), Lit(-1.0), P.Div(D, BETA)),
+                P.Where(P.LessOrEqual(D, Const("neg_beta")), Lit(-1.0), P.Div(D, DIVISOR)),
             ),
         ),
         _beta,
@@ -157,7 +160,7 @@ FORMS: tuple[Form, ...] = (
         _fixed(log_target=0),
         report_only="a KlDivBackward (log_target 0) that the exporter already folded to one "
         "Mul by a constant is one elementwise op; fusing would save nothing",
-        when=lambda b: b.numbers["folded"] < 0,
+        when=lambda b: isinstance(b.numbers["folded"], float) and b.numbers["folded"] < 0,
     ),
     # KlDivTargetBackward, log_target = 1: s * exp(t) * (t + 1 - x).
     Form(

@@ -8,7 +8,7 @@ match in either operand order and a comparison matches its mirrored form (a < b 
 Before an `Op` is matched the value is looked through Identity and through a Reshape that
 provably keeps the shape (a shape of zeros, `copy this dimension`, as long as the value's
 rank: this project's inline mode checks sizes that way). A `Var` also looks through an
-Expand and a Cast from float16/bfloat16 to float32: the fused operator broadcasts and widens
+Expand and a Cast to a wider float type: the fused operator broadcasts and widens
 half types itself, and the pass checks the resulting shape and type afterwards."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import NodeProto, TensorProto
 
-from lossgrad_compiler.fusion.graph import GraphIndex, uniform
+from lossgrad_compiler.fusion.graph import GraphIndex, ValueType, uniform
 
 COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Equal", "Max", "Min"})
 MIRRORED = {
@@ -33,6 +33,9 @@ FLOAT_TYPES = HALF_TYPES | {TensorProto.FLOAT, TensorProto.DOUBLE}
 # An Op of this name matches its operand with or without a Cast to a float type around it
 # (for values whose cast is exact: signs, or a difference whose sign is all that is read).
 OPTIONAL_FLOAT_CAST = "FloatCast?"
+
+
+VARIES = "varies"  # what a Const binds when its constant holds more than one value
 
 
 @dataclass(frozen=True)
@@ -72,13 +75,13 @@ P = _Builder()
 @dataclass(frozen=True)
 class Binding:
     values: dict[str, str] = field(default_factory=dict)
-    numbers: dict[str, float] = field(default_factory=dict)
+    numbers: dict[str, float | str] = field(default_factory=dict)
     nodes: tuple[NodeProto, ...] = ()  # the nodes matched by Op patterns, root first
 
     def with_value(self, name: str, value: str) -> Binding:
         return Binding({**self.values, name: value}, self.numbers, self.nodes)
 
-    def with_number(self, name: str, number: float) -> Binding:
+    def with_number(self, name: str, number: float | str) -> Binding:
         return Binding(self.values, {**self.numbers, name: number}, self.nodes)
 
     def with_node(self, node: NodeProto) -> Binding:
@@ -103,18 +106,22 @@ class Matcher:
             yield binding.with_value(pattern.name, bound)
             return
         if isinstance(pattern, Const | Lit):
-            number = uniform(self.index.constant(self.through_identity(value)))
-            if number is None:
+            constant = self.index.constant(self.through_identity(value))
+            if constant is None:
                 return
+            number = uniform(constant)
             if isinstance(pattern, Lit):
                 if number == pattern.value:
                     yield binding
                 return
+            # a constant that is not one number binds VARIES: the form's check says why
+            # it cannot be the operator's attribute
+            found = VARIES if number is None else number
             if pattern.name in binding.numbers:
-                if binding.numbers[pattern.name] == number:
+                if binding.numbers[pattern.name] == found:
                     yield binding
                 return
-            yield binding.with_number(pattern.name, number)
+            yield binding.with_number(pattern.name, found)
             return
         node = self.index.producer.get(self.through_identity(value))
         if pattern.op_type == OPTIONAL_FLOAT_CAST:
@@ -172,11 +179,9 @@ class Matcher:
             if node.op_type == "Expand":
                 value = node.input[0]
                 continue
-            if node.op_type == "Cast" and _cast_to(node) == TensorProto.FLOAT:
-                source = self.index.type_of(node.input[0])
-                if source is not None and source.elem_type in HALF_TYPES | {TensorProto.FLOAT}:
-                    value = node.input[0]
-                    continue
+            if node.op_type == "Cast" and _widens(self.index.type_of(node.input[0]), node):
+                value = node.input[0]
+                continue
             return value
 
     def _keeps_shape(self, node: NodeProto) -> bool:
@@ -216,6 +221,23 @@ class Matcher:
                 return 0
             return indices.shape[0] if isinstance(indices.shape[0], int) else None
         return None
+
+
+_BITS = {TensorProto.FLOAT16: 16, TensorProto.BFLOAT16: 16, TensorProto.FLOAT: 32}
+_BITS[TensorProto.DOUBLE] = 64
+
+
+def _widens(source: ValueType | None, node: NodeProto) -> bool:
+    """A Cast from a float type to a wider one (exact: the operator widens its inputs to the
+    compute type itself)."""
+    to = _cast_to(node)
+    if (
+        source is None
+        or source.elem_type not in _BITS
+        or to not in (TensorProto.FLOAT, TensorProto.DOUBLE)
+    ):
+        return False
+    return _BITS[source.elem_type] < _BITS[to]
 
 
 def _cast_to(node: NodeProto) -> int | None:

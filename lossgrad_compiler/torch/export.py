@@ -45,6 +45,7 @@ def export_training_step(
     dynamic_shapes: DynamicShapes | None = None,
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
+    fuse_gradients: bool = True,
 ) -> tuple[onnx.ModelProto, FusionReport]:
     """Export `fn(*example_inputs)` (which returns a tensor or a tuple of tensors, e.g.
     gradients from `torch.autograd.grad`) as an ONNX model with ai.lossgrad nodes.
@@ -53,7 +54,8 @@ def export_training_step(
     `fn`'s parameter names), which dimensions are dynamic: `{0: "batch"}` or
     `{0: torch.export.Dim("batch")}`. Input names default to `fn`'s parameter names. The
     fused model is written to `path` when given; the report says what was fused and what
-    was left as the exporter wrote it, and why."""
+    was left as the exporter wrote it, and why. `fuse_gradients=False` gives the exporter's
+    own model (to compare with, or to fuse later with `lossgrad-compile --fuse`)."""
     _check_version()
     inputs = tuple(example_inputs)
     names = list(input_names or _parameter_names(fn, len(inputs)))
@@ -73,7 +75,7 @@ def export_training_step(
             verbose=False,
         )
     exported = program.model_proto
-    fused, report = fuse(exported)
+    fused, report = fuse(exported) if fuse_gradients else (exported, FusionReport())
     if path is not None:
         onnx.save(fused, str(path))
     return fused, report

@@ -1,0 +1,182 @@
+"""Real exports: training steps over F.kl_div and F.smooth_l1_loss, exported by PyTorch
+2.13's own exporter through lossgrad_compiler.torch, fused, and run in ONNX Runtime with the
+native kernels against torch.autograd.grad and against the exporter's unfused model."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs PyTorch: pip install -e '.[torch]'")
+pytest.importorskip("onnxscript", reason="needs onnxscript: pip install -e '.[torch]'")
+
+from lossgrad_compiler import spec  # noqa: E402
+from lossgrad_compiler.runtime.ort import library_path, session  # noqa: E402
+from lossgrad_compiler.runtime.ort_io import run_session  # noqa: E402
+from lossgrad_compiler.torch import export_training_step  # noqa: E402
+from tests.fusion.steps import loss_gradient_step, two_losses_step  # noqa: E402
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
+KL_REDUCTIONS = ("none", "mean", "sum", "batchmean")
+SL1_REDUCTIONS = ("none", "mean", "sum")
+# a folded scale can always travel in grad_output instead (reduction none)
+EQUIVALENT = {"none": {"none", "sum"}, "sum": {"sum", "none"}}
+
+
+# Where the exporter's own graph is less precise than eager autograd, the fused model keeps
+# the exported graph's numbers: f64 SmoothL1 mean multiplies by 1/n rounded to float32.
+EXPORTER_ROUNDS_IN = {("smooth_l1", "mean", "float64"): "float32"}
+
+
+def _configs() -> list[tuple[str, str, str, dict[str, Any], str, bool]]:
+    configs = []
+    for wrt, reduction, log_target, dtype in itertools.product(
+        ("input", "target"), KL_REDUCTIONS, (0, 1), DTYPES
+    ):
+        for dynamic in (False, True) if dtype == "float32" else (False,):
+            configs.append(("kl_div", wrt, reduction, {"log_target": log_target}, dtype, dynamic))
+    for reduction, beta, dtype in itertools.product(SL1_REDUCTIONS, (1.0, 0.5, 0.0), DTYPES):
+        for dynamic in (False, True) if dtype == "float32" else (False,):
+            configs.append(("smooth_l1", "input", reduction, {"beta": beta}, dtype, dynamic))
+    return configs
+
+
+CONFIGS = _configs()
+
+
+def _label(config: tuple[str, str, str, dict[str, Any], str, bool]) -> str:
+    loss, wrt, reduction, attrs, dtype, dynamic = config
+    extra = ",".join(f"{k}={v}" for k, v in attrs.items())
+    return f"{loss}-wrt_{wrt}-{reduction}-{extra}-{dtype}" + ("-dynamic" if dynamic else "")
+
+
+def _inputs(loss: str, attrs: dict[str, Any], dtype: str, shapes: tuple[tuple, tuple]) -> tuple:
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(*shapes[0], generator=gen, dtype=torch.float64)
+    if loss == "kl_div" and not attrs["log_target"]:
+        t = torch.rand(*shapes[1], generator=gen, dtype=torch.float64) + 0.05
+    else:
+        t = torch.randn(*shapes[1], generator=gen, dtype=torch.float64) - 1.0
+    if loss == "smooth_l1" and shapes[0] == shapes[1]:
+        t.view(-1)[:3] = x.view(-1)[:3]  # d == 0: the sign's edge value
+    return x.to(DTYPES[dtype]), t.to(DTYPES[dtype])
+
+
+def _expected(loss: str, wrt: str, attrs: dict[str, Any], dynamic: bool) -> str | None:
+    """The ai.lossgrad op the fused model must hold, or None where the gradient is left."""
+    if loss == "smooth_l1":
+        return "SmoothL1LossBackward"
+    if wrt == "target":
+        # the exporter's decomposition gives NaN at t == 0 where the operator gives 0
+        return "KlDivTargetBackward" if attrs["log_target"] else None
+    if not attrs["log_target"] and not dynamic:
+        return None  # folded by the exporter into one Mul by a constant
+    return "KlDivBackward"
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    """Within the oracle tolerance: 16 eps of the compute type relative to the largest
+    magnitude (the gradients' terms), plus 4 eps of float16 of it for half results
+    (PyTorch rounds every half op, and cancels in half; the operators round once)."""
+    assert actual.shape == expected.shape
+    compute = np.float64 if dtype == "float64" else np.float32
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    assert np.array_equal(np.isnan(a), np.isnan(e))
+    finite = ~np.isnan(e)
+    scale = np.max(np.abs(e[finite]), initial=0.0)
+    tolerance = 16 * np.finfo(compute).eps * scale
+    if dtype == "float16":
+        tolerance += 4 * np.finfo(np.float16).eps * scale
+    np.testing.assert_array_less(np.abs(a[finite] - e[finite]), tolerance + 1e-300)
+
+
+def _feeds(model: onnx.ModelProto, tensors: tuple) -> dict[str, np.ndarray]:
+    return {i.name: t.numpy() for i, t in zip(model.graph.input, tensors, strict=True)}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_label)
+def test_exported_step_is_fused_and_matches_autograd(config: tuple) -> None:
+    loss, wrt, reduction, attrs, dtype, dynamic = config
+    library_path()  # the native kernels must be there: no silent fallback to functions
+    step = loss_gradient_step(loss, wrt, reduction, **attrs)
+    x, t = _inputs(loss, attrs, dtype, ((4, 5), (4, 5)))
+    shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
+    fused, report = export_training_step(step, (x, t), dynamic_shapes=shapes)
+    exported, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
+    ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
+    expected = _expected(loss, wrt, attrs, dynamic)
+    if expected is None:
+        assert ours == [], report.lines()
+        assert report.left, "a gradient left as written must be in the report"
+    else:
+        assert [n.op_type for n in ours] == [expected], report.lines()
+        got = {a.name: onnx.helper.get_attribute_value(a) for a in ours[0].attribute}
+        for name, value in attrs.items():
+            assert got[name] == value
+        assert got["reduction"].decode() in EQUIVALENT.get(reduction, {reduction, "none"})
+    want = step(x, t).detach().numpy()
+    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
+    unfused = run_session(session(exported, native=False), _feeds(exported, (x, t)))[0]
+    assert_close(result, unfused, dtype)  # the exported graph is what is compiled
+    assert_close(result, want, EXPORTER_ROUNDS_IN.get((loss, reduction, dtype), dtype))
+    if dynamic:  # another batch size through the same model
+        x2, t2 = _inputs(loss, attrs, dtype, ((7, 5), (7, 5)))
+        result = run_session(session(fused), _feeds(fused, (x2, t2)))[0]
+        assert_close(result, step(x2, t2).detach().numpy(), dtype)
+
+
+@pytest.mark.parametrize(
+    ("loss", "wrt", "attrs", "op_type"),
+    [
+        ("kl_div", "input", {"log_target": 1}, "KlDivBackward"),
+        # the exporter sums (s*(t-x)) and s*exp(t) over the batch before multiplying by
+        # exp(t): a form the fusion does not know, left as written
+        ("kl_div", "target", {"log_target": 1}, None),
+        ("smooth_l1", "input", {"beta": 0.5}, "SmoothL1LossBackward"),
+    ],
+)
+def test_broadcast_target(loss: str, wrt: str, attrs: dict[str, Any], op_type: str | None) -> None:
+    step = loss_gradient_step(loss, wrt, "mean", **attrs)
+    x, t = _inputs(loss, attrs, "float32", ((4, 5), (5,)))
+    fused, report = export_training_step(step, (x, t))
+    ops = [n.op_type for n in fused.graph.node if n.domain == spec.DOMAIN]
+    assert ops == ([op_type] if op_type else []), report.lines()
+    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
+    assert_close(result, step(x, t).detach().numpy(), "float32")
+
+
+def test_step_summing_two_losses() -> None:
+    gen = torch.Generator().manual_seed(3)
+    inputs = (
+        torch.log_softmax(torch.randn(6, 10, generator=gen), -1),
+        torch.log_softmax(torch.randn(6, 10, generator=gen), -1),
+        torch.randn(6, 4, generator=gen),
+        torch.randn(6, 4, generator=gen),
+    )
+    dynamic = {"logits": {0: "batch"}, "teacher": {0: "batch"}}
+    dynamic |= {"boxes": {0: "batch"}, "anchors": {0: "batch"}}
+    fused, report = export_training_step(two_losses_step, inputs, dynamic_shapes=dynamic)
+    ops = sorted(n.op_type for n in fused.graph.node if n.domain == spec.DOMAIN)
+    assert ops == ["KlDivBackward", "SmoothL1LossBackward"], report.lines()
+    results = run_session(session(fused), _feeds(fused, inputs))
+    for got, want in zip(results, two_losses_step(*inputs), strict=True):
+        assert_close(got, want.detach().numpy(), "float32")
+
+
+def test_export_writes_the_file(tmp_path: Any) -> None:
+    step = loss_gradient_step("smooth_l1", "input", "mean", beta=1.0)
+    path = tmp_path / "step.onnx"  # a Path, as users pass it
+    fused, _ = export_training_step(step, (torch.randn(3, 2), torch.randn(3, 2)), path)
+    assert onnx.load(str(path)) == fused
+
+
+def test_dynamic_shapes_name_unknown_inputs() -> None:
+    step = loss_gradient_step("smooth_l1", "input", "mean", beta=1.0)
+    with pytest.raises(ValueError, match="not inputs"):
+        export_training_step(step, (torch.randn(3, 2), torch.randn(3, 2)), dynamic_shapes={"y": {}})
+    with pytest.raises(ValueError, match="entries"):
+        export_training_step(step, (torch.randn(3, 2), torch.randn(3, 2)), dynamic_shapes=[{}])
