@@ -10,8 +10,8 @@ __all__ = ["LossGradError", "compile_model", "fuse"]
 
 
 def __getattr__(name: str) -> Any:
-    """`compile_model` and `fuse` are imported on first use: it pulls in xDSL, which plain users of the
-    spec or the reference do not need."""
+    """`compile_model` and `fuse` are imported on first use: the compiler pulls in xDSL, which
+    plain users of the spec or the reference do not need."""
     if name == "compile_model":
         # defers xDSL, which plain users of the spec or the reference do not need
         from lossgrad_compiler.driver import compile_model

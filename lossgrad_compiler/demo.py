@@ -324,6 +324,56 @@ def training_step_rows(batches: Sequence[int]) -> tuple[list[list[str]], bool]:
     return rows, all_ok
 
 
+def pytorch_step_rows(batches: Sequence[int]) -> tuple[list[list[str]], bool]:
+    """A PyTorch training step exported with PyTorch's own exporter, fused into ai.lossgrad
+    nodes and run with the native kernels, against torch.autograd; (rows, all matched)."""
+    what = "PyTorch step (F.kl_div + F.smooth_l1_loss) exported, fused, native vs autograd"
+    try:  # defers torch, an optional extra
+        from lossgrad_compiler.torch import export_training_step
+        from lossgrad_compiler.torch.examples import (
+            DYNAMIC_SHAPES,
+            INPUT_NAMES,
+            distillation_inputs,
+            distillation_step,
+        )
+    except ImportError:
+        return [["run", what, "skipped: needs PyTorch: pip install -e '.[torch]'"]], True
+    # defers onnxruntime and the kernel library until this step runs
+    from lossgrad_compiler.runtime.ort import session
+    from lossgrad_compiler.runtime.ort_io import run_session
+
+    try:
+        example = distillation_inputs(4)
+        model, report = export_training_step(
+            distillation_step, example, dynamic_shapes=DYNAMIC_SHAPES
+        )
+        runner = session(model)
+    except Exception as err:  # reported as a failed step, not a traceback
+        return [["export", what, f"FAILED: {_error_text(err)}"]], False
+    ops = sorted(n.op_type for n in model.graph.node if n.domain == spec.DOMAIN)
+    rows = [["export", what, f"{report.summary()}: {', '.join(ops) or 'no ai.lossgrad node'}"]]
+    all_ok = len(ops) == 2
+    for batch in batches:
+        inputs = distillation_inputs(batch, seed=batch)
+        feeds = {n: t.numpy() for n, t in zip(INPUT_NAMES, inputs, strict=True)}
+        try:
+            got = run_session(runner, feeds)
+        except Exception as err:  # reported as a failed step, not a traceback
+            rows.append([f"run N={batch}", what, f"FAILED: {_error_text(err)}"])
+            all_ok = False
+            continue
+        want = [g.detach().numpy() for g in distillation_step(*inputs)]
+        results = [compare(g, w) for g, w in zip(got, want, strict=True)]
+        ok = all(r[2] for r in results)
+        all_ok = all_ok and ok
+        worst = max(r[0] for r in results)
+        verdict = "ok" if ok else "FAILED"
+        rows.append(
+            [f"run N={batch}", what, f"{len(results)} outputs, max |diff| {_num(worst)}: {verdict}"]
+        )
+    return rows, all_ok
+
+
 def rejection_row(model: ModelProto) -> list[str]:
     """Show validation at work: the model with an invalid reduction must be rejected."""
     bad = ModelProto()
@@ -434,6 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks.extend(backend_checks)
     training_steps, training_ok = training_step_rows(BATCH_SIZES)
     steps.extend(training_steps)
+    pytorch_steps, pytorch_ok = pytorch_step_rows(BATCH_SIZES)
+    steps.extend(pytorch_steps)
     print(format_table(["step", "what", "result"], steps))
     print()
     headers = ["backend", "N", "node", "op", "attributes", "output", "max |diff|", "tol", "result"]
@@ -448,6 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if not training_ok:
         print("FAILED: the IREE training-step module differs from onnxruntime")
+        return 1
+    if not pytorch_ok:
+        print("FAILED: the fused PyTorch step differs from torch.autograd")
         return 1
     print(f"all {len(checks)} outputs match the reference within tolerance")
     return 0
