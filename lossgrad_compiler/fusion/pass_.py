@@ -442,12 +442,9 @@ class _Fuser:
         infos = [vi for vi in graph.value_info if vi.name in live]
         graph.ClearField("value_info")
         graph.value_info.extend(infos)
-        used = {v for n in graph.node for v in n.input}
-        inits = [
-            i
-            for i in graph.initializer
-            if i.name in used or i.name in {o.name for o in graph.output}
-        ]
+        used = {v for n in graph.node for v in n.input} | {o.name for o in graph.output}
+        gone = {v for n in removed for v in n.input} - used  # only what the removed nodes read
+        inits = [i for i in graph.initializer if i.name not in gone]
         graph.ClearField("initializer")
         graph.initializer.extend(inits)
         if not any(o.domain == spec.DOMAIN for o in self.model.opset_import):
