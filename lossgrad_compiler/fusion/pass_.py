@@ -237,12 +237,14 @@ class _Fuser:
             return left("shape inference does not give the result's type and shape")
         constants: list[onnx.TensorProto] = []
         self_value = self._self_operand(root, binding, result_type)
-        if self_value is None and result_type.shape == () and result_type.float_type:
-            # KlDivBackward never reads self; a 0-d result needs a 0-d self of its type
+        if self_value is None and _small_static(result_type):
+            # KlDivBackward never reads self: a placeholder of its type and static shape
             self_value = self._fresh(f"{output}_self")
-            zero = np.zeros((), result_type.float_type.dtype)
-            constants.append(numpy_helper.from_array(zero, self_value))
-            self.index.types[self_value] = ValueType(result_type.elem_type, ())
+            zeros = np.zeros(result_type.shape, result_type.float_type.dtype)  # type: ignore[arg-type, union-attr]
+            constants.append(numpy_helper.from_array(zeros, self_value))
+            self.index.types[self_value] = result_type
+        if self_value is None and self.index.type_of(s_value or "") == result_type:
+            self_value = s_value  # last: it keeps the scale's nodes alive
         if self_value is None:
             return left("no value of self's type and shape to pass as self")
         types = {n: self.index.type_of(v) for n, v in (("self", self_value), ("target", target))}
@@ -319,13 +321,13 @@ class _Fuser:
 
     def _self_operand(self, root: NodeProto, binding: Binding, result: ValueType) -> str | None:
         """self: the bound X, else (KlDivBackward never reads it) a value of the result's
-        type and shape, preferring one whose shape the subgraph takes (a size check or a
-        count for the scale) over the leaves."""
+        type and shape: one whose shape the subgraph takes (a size check or a count for the
+        scale), else the target; the caller falls back to a 0-d constant, then to S."""
         if "X" in binding.values:
             return binding.values["X"]
         leaves = {v for k, v in binding.values.items() if k in ("S", "T")}
         witnesses = self._shape_sources(root)
-        ordered = [w for w in witnesses if w not in leaves] + sorted(leaves)
+        ordered = [w for w in witnesses if w not in leaves] + [binding.values["T"]]
         for value in ordered:
             if self.index.type_of(value) == result:
                 return value
@@ -489,3 +491,15 @@ def _dim_names(dims: list[tuple[int, tuple[str, ...]]]) -> list[tuple[object, bo
         else:
             out.append((None, False))
     return out
+
+
+SELF_PLACEHOLDER_ELEMENTS = 4096  # the largest zeros constant made up to stand for self
+
+
+def _small_static(value: ValueType) -> bool:
+    """A type whose shape is static and small enough for a placeholder self."""
+    if value.shape is None or value.float_type is None:
+        return False
+    if not all(isinstance(d, int) for d in value.shape):
+        return False
+    return int(np.prod(value.shape)) <= SELF_PLACEHOLDER_ELEMENTS  # type: ignore[arg-type]

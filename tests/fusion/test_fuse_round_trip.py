@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
@@ -25,6 +27,7 @@ from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.fusion import fuse
 from lossgrad_compiler.fusion.graph import GraphIndex
 from tests.helpers.cases import DTYPES, Case, mixed_dtype_combinations, standard_cases
+from tests.helpers.strategies import calls
 
 
 def _cases() -> list[Case]:
@@ -40,8 +43,16 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
-def _model(case: Case) -> onnx.ModelProto:
-    inputs = [(n, case.inputs[n].dtype, list(case.inputs[n].shape)) for n in spec.INPUT_NAMES]
+def _model(case: Case, symbolic: bool = False) -> onnx.ModelProto:
+    """The case's node over graph inputs; `symbolic` names the leading dimension of B "N" in
+    every input that has it at full size (a dynamic batch)."""
+    b = np.broadcast_shapes(*(case.inputs[n].shape for n in spec.INPUT_NAMES))
+    inputs = []
+    for n in spec.INPUT_NAMES:
+        dims: list[int | str] = list(case.inputs[n].shape)
+        if symbolic and len(dims) == len(b) and dims and dims[0] == b[0] and b[0] > 1:
+            dims[0] = "N"
+        inputs.append((n, case.inputs[n].dtype, dims))
     node = lo.make_node(case.op_type, list(spec.INPUT_NAMES), "y", name="node", **case.attrs)
     return lo.make_model(lo.make_graph([node], inputs, ["y"], name="g"))
 
@@ -60,7 +71,19 @@ def _scale(case: Case, reduction: str) -> float:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.label)
 def test_inline_then_fuse_gives_back_the_node(case: Case) -> None:
-    original = _model(case)
+    check_round_trip(case, symbolic=False)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=calls(), symbolic=st.booleans())
+def test_round_trip_of_drawn_calls(case: Case, symbolic: bool) -> None:
+    """Drawn shapes, broadcasts, element types (mixed) and attributes, static or with a
+    dynamic batch."""
+    check_round_trip(case, symbolic)
+
+
+def check_round_trip(case: Case, symbolic: bool) -> None:
+    original = _model(case, symbolic)
     inline = compile_model(original, target="onnx", mode="inline").model
     assert all(n.domain != spec.DOMAIN for n in inline.graph.node)
     fused, report = fuse(inline)
