@@ -17,6 +17,7 @@ from typing import Any
 
 from lossgrad_compiler.fusion.patterns import (
     OPTIONAL_FLOAT_CAST,
+    OPTIONAL_SUM_BACK,
     VARIES,
     Binding,
     Const,
@@ -45,6 +46,10 @@ class Form:
 
 def _cast(pattern: Pattern) -> Pattern:
     return Op(OPTIONAL_FLOAT_CAST, (pattern,))
+
+
+def _sum_back(pattern: Pattern) -> Pattern:
+    return Op(OPTIONAL_SUM_BACK, (pattern,))
 
 
 def _fixed(**attrs: Any) -> Callable[[Binding], dict[str, Any] | str]:
@@ -173,6 +178,14 @@ FORMS: tuple[Form, ...] = (
         KL_TARGET,
         "pytorch",
         P.Add(P.Mul(P.Mul(S, P.Sub(T, X)), P.Exp(T)), P.Mul(S, P.Exp(T))),
+        _fixed(log_target=1),
+    ),
+    # A target broadcast over the batch: exp(t) is constant along the summed axes, so the
+    # exporter sums s*(t - x) and s*exp(t) first and multiplies by exp(t) after.
+    Form(
+        KL_TARGET,
+        "pytorch",
+        P.Add(P.Mul(_sum_back(P.Mul(S, P.Sub(T, X))), P.Exp(T)), _sum_back(P.Mul(S, P.Exp(T)))),
         _fixed(log_target=1),
     ),
     # KlDivTargetBackward, log_target = 0: s * (ln t + 1 - x), 0 where t == 0.

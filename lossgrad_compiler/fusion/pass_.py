@@ -236,7 +236,7 @@ class _Fuser:
         if result_type is None or not result_type.known_shape:
             return left("shape inference does not give the result's type and shape")
         constants: list[onnx.TensorProto] = []
-        self_value = self._self_operand(root, binding, result_type)
+        self_value = self._self_operand(root, binding, result_type, dead)
         if self_value is None and _small_static(result_type):
             # KlDivBackward never reads self: a placeholder of its type and static shape
             self_value = self._fresh(f"{output}_self")
@@ -299,7 +299,8 @@ class _Fuser:
                 f"{form.op_type} would give shape {list(checked.result_shape or ())}, the graph "
                 f"gives {list(result_type.shape)}"  # type: ignore[arg-type]
             )
-        if tail.sums is not None and not self._sums_back(tail, checked):
+        sums = [*binding.sums, *([(tail.sums, tail.squeeze)] if tail.sums is not None else [])]
+        if any(not self._sums_back(node, after, checked) for node, after in sums):
             return left("the ReduceSum does not sum exactly the broadcast axes back")
         dead = self._dead_after_replacing(root, (self_value, target, go_value))
         node = builders.make_node(
@@ -319,15 +320,24 @@ class _Fuser:
         )
         return _Plan(root, node, constants, dead, fused)
 
-    def _self_operand(self, root: NodeProto, binding: Binding, result: ValueType) -> str | None:
+    def _self_operand(
+        self, root: NodeProto, binding: Binding, result: ValueType, dead: set[int]
+    ) -> str | None:
         """self: the bound X, else (KlDivBackward never reads it) a value of the result's
         type and shape: one whose shape the subgraph takes (a size check or a count for the
-        scale), else the target; the caller falls back to a 0-d constant, then to S."""
+        scale) and that stays computed anyway, else the target; the caller falls back to a
+        zeros placeholder, then to S."""
         if "X" in binding.values:
             return binding.values["X"]
         leaves = {v for k, v in binding.values.items() if k in ("S", "T")}
-        witnesses = self._shape_sources(root)
-        ordered = [w for w in witnesses if w not in leaves] + [binding.values["T"]]
+        # a witness that dies with the subgraph (a forward value kept only for its shape)
+        # would be kept alive for nothing: only live ones, graph inputs included
+        witnesses = [
+            w
+            for w in self._shape_sources(root)
+            if w not in leaves and id(self.index.producer.get(w)) not in dead
+        ]
+        ordered = [*witnesses, binding.values["T"]]
         for value in ordered:
             if self.index.type_of(value) == result:
                 return value
@@ -351,14 +361,14 @@ class _Fuser:
                 queue.append(producer)
         return found
 
-    def _sums_back(self, tail: _Tail, checked: spec.CheckedCall) -> bool:
-        """The ReduceSum adds exactly what the operator adds: every axis of its iteration
-        shape B that the result does not have (or has as 1) is reduced and present in full
-        in the graph's core, and every other axis of the core is B's or 1 and not reduced
-        (the broadcast after the sum fills it)."""
-        node = tail.sums
-        assert node is not None
-        core_type = self.index.type_of(tail.core)
+    def _sums_back(
+        self, node: NodeProto, after: NodeProto | None, checked: spec.CheckedCall
+    ) -> bool:
+        """The ReduceSum `node` (and the Squeeze or Reshape `after` it) adds exactly what the
+        operator adds: every axis of its iteration shape B that the result does not have (or
+        has as 1) is reduced and present in full in the summed value, and every other axis
+        of it is B's or 1 and not reduced (the broadcast after the sum fills it)."""
+        core_type = self.index.type_of(node.input[0])
         axes_value = self.index.constant(node.input[1]) if len(node.input) > 1 else None
         if core_type is None or not core_type.known_shape or axes_value is None:
             return False
@@ -370,14 +380,11 @@ class _Fuser:
         axes = {int(a) % len(core) for a in axes_value.flat}
         keepdims = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
         dropped = axes if not keepdims else set()
-        if tail.squeeze is not None:
-            squeezed = (
-                self.index.constant(tail.squeeze.input[1]) if len(tail.squeeze.input) > 1 else None
-            )
-            if not keepdims or squeezed is None:
+        if after is not None:
+            if not keepdims:
                 return False
-            dropped = {int(a) % len(core) for a in squeezed.flat}
-            if not dropped <= axes:
+            dropped = self._dropped_leading_axes(after, len(core), r)
+            if dropped is None or not dropped <= axes:
                 return False
         if dropped != set(range(len(dropped))):
             return False  # dropped axes must be leading ones to keep the alignment
@@ -391,6 +398,19 @@ class _Fuser:
             if not summed and (c not in (1, size) or (reduced and c != 1)):
                 return False
         return True
+
+    def _dropped_leading_axes(
+        self, after: NodeProto, rank: int, result: tuple[object, ...]
+    ) -> set[int] | None:
+        """The leading axes a Squeeze (constant axes) or a Reshape to the result's constant
+        shape removes from a keepdims sum of rank `rank`."""
+        if after.op_type == "Squeeze":
+            squeezed = self.index.constant(after.input[1]) if len(after.input) > 1 else None
+            return None if squeezed is None else {int(a) % rank for a in squeezed.flat}
+        shape = self.index.constant(after.input[1])
+        if shape is None or tuple(int(d) for d in shape.flat) != result:
+            return None
+        return set(range(rank - len(result)))
 
     def _dead_after_replacing(self, root: NodeProto, keeps: tuple[str, ...]) -> set[int]:
         """The nodes that nothing reads any more once `root` is replaced by a node that

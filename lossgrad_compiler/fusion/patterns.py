@@ -14,7 +14,7 @@ half types itself, and the pass checks the resulting shape and type afterwards."
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import onnx
 from onnx import NodeProto, TensorProto
@@ -33,6 +33,10 @@ FLOAT_TYPES = HALF_TYPES | {TensorProto.FLOAT, TensorProto.DOUBLE}
 # An Op of this name matches its operand with or without a Cast to a float type around it
 # (for values whose cast is exact: signs, or a difference whose sign is all that is read).
 OPTIONAL_FLOAT_CAST = "FloatCast?"
+# An Op of this name matches its operand, or a sum of it back to a smaller shape: ReduceSum
+# over constant axes, optionally followed by a Squeeze or a Reshape to a constant shape (the
+# exporter sums a factor before multiplying by one that is constant along the summed axes).
+OPTIONAL_SUM_BACK = "SumBack?"
 
 
 VARIES = "varies"  # what a Const binds when its constant holds more than one value
@@ -77,15 +81,22 @@ class Binding:
     values: dict[str, str] = field(default_factory=dict)
     numbers: dict[str, float | str] = field(default_factory=dict)
     nodes: tuple[NodeProto, ...] = ()  # the nodes matched by Op patterns, root first
+    # (ReduceSum, the Reshape or Squeeze after it or None) of each SumBack? that summed:
+    # the pass checks that each sums exactly the operator's broadcast axes
+    sums: tuple[tuple[NodeProto, NodeProto | None], ...] = ()
 
     def with_value(self, name: str, value: str) -> Binding:
-        return Binding({**self.values, name: value}, self.numbers, self.nodes)
+        return replace(self, values={**self.values, name: value})
 
     def with_number(self, name: str, number: float | str) -> Binding:
-        return Binding(self.values, {**self.numbers, name: number}, self.nodes)
+        return replace(self, numbers={**self.numbers, name: number})
 
     def with_node(self, node: NodeProto) -> Binding:
-        return Binding(self.values, self.numbers, (*self.nodes, node))
+        return replace(self, nodes=(*self.nodes, node))
+
+    def with_sum(self, reduce: NodeProto, after: NodeProto | None) -> Binding:
+        nodes = (*self.nodes, reduce) + ((after,) if after is not None else ())
+        return replace(self, nodes=nodes, sums=(*self.sums, (reduce, after)))
 
 
 class Matcher:
@@ -128,6 +139,16 @@ class Matcher:
             yield from self.match(pattern.inputs[0], value, binding)
             if node is not None and _cast_to(node) in FLOAT_TYPES:
                 yield from self.match(pattern.inputs[0], node.input[0], binding.with_node(node))
+            return
+        if pattern.op_type == OPTIONAL_SUM_BACK:
+            yield from self.match(pattern.inputs[0], value, binding)
+            after = None
+            if node is not None and node.op_type in ("Reshape", "Squeeze"):
+                after, node = node, self.index.producer.get(node.input[0])
+            if node is not None and node.op_type == "ReduceSum" and node.domain in ("", "ai.onnx"):
+                yield from self.match(
+                    pattern.inputs[0], node.input[0], binding.with_sum(node, after)
+                )
             return
         if node is None or node.domain not in ("", "ai.onnx"):
             return

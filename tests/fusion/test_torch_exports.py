@@ -133,9 +133,8 @@ def test_exported_step_is_fused_and_matches_autograd(config: tuple) -> None:
     ("loss", "wrt", "attrs", "op_type"),
     [
         ("kl_div", "input", {"log_target": 1}, "KlDivBackward"),
-        # the exporter sums (s*(t-x)) and s*exp(t) over the batch before multiplying by
-        # exp(t): a form the fusion does not know, left as written
-        ("kl_div", "target", {"log_target": 1}, None),
+        # the exporter sums s*(t-x) and s*exp(t) over the batch, then multiplies by exp(t)
+        ("kl_div", "target", {"log_target": 1}, "KlDivTargetBackward"),
         ("smooth_l1", "input", {"beta": 0.5}, "SmoothL1LossBackward"),
     ],
 )
