@@ -59,6 +59,7 @@ def _inputs(loss: str, attrs: dict[str, Any], dtype: str, shapes: tuple[tuple, t
     x = torch.randn(*shapes[0], generator=gen, dtype=torch.float64)
     if loss == "kl_div" and not attrs["log_target"]:
         t = torch.rand(*shapes[1], generator=gen, dtype=torch.float64) + 0.05
+        t.view(-1)[0] = 0.0  # t == 0: the KL target gradient's edge value
     else:
         t = torch.randn(*shapes[1], generator=gen, dtype=torch.float64) - 1.0
     if loss == "smooth_l1" and shapes[0] == shapes[1]:
