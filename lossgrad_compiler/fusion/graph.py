@@ -64,7 +64,7 @@ class GraphIndex:
             for name in node.output:
                 if name:
                     self.producer[name] = node
-            for name in node.input:
+            for name in (*node.input, *outer_names(node)):
                 if name:
                     self.consumers.setdefault(name, []).append(node)
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -125,6 +125,22 @@ class GraphIndex:
             if node.op_type == "Reciprocal":
                 return np.asarray(1, args[0].dtype) / args[0]
         return None
+
+
+def outer_names(node: NodeProto) -> set[str]:
+    """Values of the enclosing graph that the node's subgraphs (If, Loop, Scan bodies) read:
+    they count as uses, so a value a branch reads is never taken for dead."""
+    names: set[str] = set()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.HasField("g") else list(attr.graphs)
+        for graph in graphs:
+            inner = {v.name for v in graph.input} | {i.name for i in graph.initializer}
+            inner |= {o for n in graph.node for o in n.output}
+            for sub in graph.node:
+                names |= {v for v in sub.input if v and v not in inner}
+                names |= outer_names(sub) - inner
+            names |= {o.name for o in graph.output if o.name not in inner}
+    return names
 
 
 def _constant_node_value(node: NodeProto) -> np.ndarray | None:

@@ -24,7 +24,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.fusion.forms import FORMS, SMOOTH_L1, Form
-from lossgrad_compiler.fusion.graph import GraphIndex, ValueType
+from lossgrad_compiler.fusion.graph import GraphIndex, ValueType, outer_names
 from lossgrad_compiler.fusion.patterns import HALF_TYPES, Binding, Matcher, cast_target
 from lossgrad_compiler.fusion.report import Fused, FusionReport, LeftAlone
 from lossgrad_compiler.fusion.scale import Scale, ScaleFinder
@@ -484,7 +484,7 @@ def _drop_unread(
     gone: set[int] = set()
     read: dict[str, int] = {}
     for n in nodes:
-        for v in n.input:
+        for v in (*n.input, *outer_names(n)):
             read[v] = read.get(v, 0) + 1
     for v in outputs:
         read[v] = read.get(v, 0) + 1

@@ -246,3 +246,23 @@ def test_beta_that_is_no_float32_stays() -> None:
     fused, report = fuse(model)
     assert _ours(fused) == []
     assert any("is not a float32" in r.reason for r in report.left), report.lines()
+
+
+def test_values_read_inside_a_branch_stay() -> None:
+    """An If branch reads the gradient's Sign from the enclosing graph: it is an intermediate
+    read elsewhere, so nothing is fused and nothing the branch reads is removed."""
+    model = smooth_l1_graph()
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["sign"], ["branch_out"])],
+        "branch",
+        [],
+        [helper.make_tensor_value_info("branch_out", F32, None)],
+    )
+    model.graph.input.append(helper.make_tensor_value_info("flag", TensorProto.BOOL, []))
+    model.graph.node.append(
+        helper.make_node("If", ["flag"], ["chosen"], then_branch=branch, else_branch=branch)
+    )
+    model.graph.output.append(helper.make_tensor_value_info("chosen", F32, None))
+    fused, report = fuse(model)
+    assert _ours(fused) == [] and fused == model
+    assert any("is also read by node 'If'" in left.reason for left in report.left), report.lines()
