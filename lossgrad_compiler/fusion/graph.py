@@ -56,8 +56,9 @@ class GraphIndex:
         self._initializer_types: dict[str, ValueType] = {}
         for init in self.graph.initializer:
             if init.name not in graph_inputs:  # an overridable initializer is an input
-                self.constants[init.name] = numpy_helper.to_array(init)
                 self._initializer_types[init.name] = ValueType(init.data_type, tuple(init.dims))
+                if init.data_location != onnx.TensorProto.EXTERNAL:  # not read from disk
+                    self.constants[init.name] = numpy_helper.to_array(init)
         self.producer: dict[str, NodeProto] = {}
         self.consumers: dict[str, list[NodeProto]] = {}
         for node in self.graph.node:

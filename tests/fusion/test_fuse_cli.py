@@ -65,3 +65,19 @@ def test_fuse_only_usage_errors(exported: Path, extra: list[str], message: str, 
         cli.main([str(exported), "--fuse-only", "-o", "x.onnx", *extra])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_fuse_only_with_external_data(tmp_path: Path, capsys) -> None:
+    """Initializers stored outside the model are not read to fuse (they are no scale or
+    beta a form needs here), and the fused model keeps its data beside it."""
+    model = smooth_l1_graph()
+    big = np.zeros((64, 64), np.float32)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(big, "unused_weight"))
+    source = tmp_path / "big.onnx"
+    onnx.save(model, str(source), save_as_external_data=True, size_threshold=1024)
+    out = tmp_path / "fused.onnx"
+    assert cli.main([str(source), "--fuse-only", "-o", str(out)]) == 0
+    assert "fused SmoothL1LossBackward" in capsys.readouterr().out
+    fused = onnx.load(str(out))
+    assert [n.op_type for n in fused.graph.node] == ["SmoothL1LossBackward"]
+    assert any(i.name == "unused_weight" for i in fused.graph.initializer)
