@@ -1,22 +1,32 @@
-"""Native ORT kernels against the ONNX function path, PyTorch eager backward, numpy and a
-STREAM-like triad, for the three operators.
+"""Native ORT kernels against the ONNX function path, PyTorch eager backward, IREE and a
+STREAM-like triad, for every operator × element type × grad_output form × size × thread
+count, in one run, with the goals of each cell reported as met or not.
 
-    .venv/bin/python benchmarks/bench_ort_native.py [--quick]
+    .venv/bin/python benchmarks/bench_ort_native.py [--quick] [--plot docs/native_bandwidth.png]
 
 Each figure is the minimum over repeated runs (other jobs share the machine; minima are
-stable where medians are not). Inputs: reduction "mean", a 0-d grad_output, self and target
-of n elements. GB/s counts the bytes the operator must move (the tensors it reads and
-writes: KlDivBackward never reads self); "x triad" is that rate as a fraction of the triad
-a[i] = b[i] + s*c[i] measured here with the same compiler and thread count.
+stable where medians are not). Forms: "0-d" is reduction mean with a 0-d grad_output;
+"full" is reduction none with a grad_output of self's shape (three tensors read, one
+written, like autograd's unreduced loss). GB/s counts the bytes the operator must move (the
+tensors it reads and writes: KlDivBackward never reads self); "x triad" is that rate as a
+fraction of the triad a[i] = b[i] + s*c[i] (float32) measured here with the same compiler
+and thread count. IREE compiles the same signature (local-task with that many threads, in a
+child process: its thread count is fixed when its device starts). Goals: at least 0.9 of
+the triad at >= 2^22 (0.8 for KlDivTargetBackward), faster than PyTorch, at least as fast as
+IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +35,7 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lossgrad_compiler import onnx as lo
-from lossgrad_compiler import reference, spec
+from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ort.build import build_shared_library
 from lossgrad_compiler.runtime.ort import prepare_model, session_options
 from lossgrad_compiler.runtime.ort_io import to_ort_value
@@ -37,6 +47,18 @@ ATTRS = {
     "SmoothL1LossBackward": {"reduction": "mean", "beta": 0.5},
 }
 STREAMS = {"KlDivBackward": 2, "KlDivTargetBackward": 3, "SmoothL1LossBackward": 3}
+FORMS = ("0-d", "full")  # grad_output 0-d with reduction mean, or of self's shape with none
+TRIAD_GOAL = {"KlDivBackward": 0.9, "SmoothL1LossBackward": 0.9, "KlDivTargetBackward": 0.8}
+
+
+def attrs_for(op: str, form: str = "0-d") -> dict:
+    return ATTRS[op] if form == "0-d" else {**ATTRS[op], "reduction": "none"}
+
+
+def streams(op: str, form: str = "0-d") -> int:
+    """Tensors of n elements the operator reads and writes."""
+    return STREAMS[op] + (form == "full")
+
 
 TRIAD_SOURCE = r"""
 #include <cstdint>
@@ -71,21 +93,25 @@ def best_time(run: Callable[[], object], budget: float = 1.0, min_runs: int = 3)
     return best
 
 
-def make_inputs(op: str, n: int, dtype: np.dtype, seed: int = 0) -> dict[str, np.ndarray]:
+def make_inputs(
+    op: str, n: int, dtype: np.dtype, seed: int = 0, form: str = "0-d"
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     target = rng.uniform(0.05, 3.0, n) if op == "KlDivTargetBackward" else rng.normal(0, 1, n)
+    go = np.array(1.0, dtype) if form == "0-d" else rng.normal(0, 1, n).astype(dtype)
     return {
-        "grad_output": np.array(1.0, dtype),
+        "grad_output": go,
         "self": rng.normal(0, 1, n).astype(dtype),
         "target": target.astype(dtype),
     }
 
 
-def single_node_model(op: str, dtype: np.dtype) -> object:
-    node = lo.make_node(op, ["go", "x", "t"], "out", **ATTRS[op])
+def single_node_model(op: str, dtype: np.dtype, form: str = "0-d") -> object:
+    node = lo.make_node(op, ["go", "x", "t"], "out", **attrs_for(op, form))
+    go_shape = () if form == "0-d" else ("n",)
     graph = lo.make_graph(
         [node],
-        [("go", dtype, ()), ("x", dtype, ("n",)), ("t", dtype, ("n",))],
+        [("go", dtype, go_shape), ("x", dtype, ("n",)), ("t", dtype, ("n",))],
         [("out", dtype, ("n",))],
     )
     return prepare_model(lo.make_model(graph))
@@ -113,15 +139,17 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
     )
     x = torch.tensor(inputs["self"].astype(np.float32), dtype=dtype)
     t = torch.tensor(inputs["target"].astype(np.float32), dtype=dtype)
-    go = torch.tensor(1.0, dtype=dtype)
+    go = torch.tensor(inputs["grad_output"].astype(np.float32), dtype=dtype)
+    reduction = "mean" if go.dim() == 0 else "none"
     if op == "SmoothL1LossBackward":
-        # aten's mean reduction code is 1
-        return lambda: torch.ops.aten.smooth_l1_loss_backward(go, x, t, 1, 0.5)
+        # aten's reduction codes: none 0, mean 1
+        code = 1 if reduction == "mean" else 0
+        return lambda: torch.ops.aten.smooth_l1_loss_backward(go, x, t, code, 0.5)
     wrt = x if op == "KlDivBackward" else t
     wrt.requires_grad_(True)
     with warnings.catch_warnings():  # torch warns that 'mean' will change meaning
         warnings.simplefilter("ignore")
-        loss = torch.nn.functional.kl_div(x, t, reduction="mean")
+        loss = torch.nn.functional.kl_div(x, t, reduction=reduction)
     return lambda: torch.autograd.grad(loss, [wrt], grad_outputs=go, retain_graph=True)
 
 
@@ -141,53 +169,230 @@ def triad_runner(n: int, threads: int):
     return lambda: library.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2^16 and 2^20 only, fp32")
-    parser.add_argument("--ops", nargs="+", choices=OPS, default=OPS, help="operators to run")
-    parser.add_argument(
-        "--only", nargs="+", metavar="LOG2N:TYPE", help="cases to run, e.g. 22:float16"
+@dataclass
+class Cell:
+    op: str
+    log2n: int
+    type_name: str
+    form: str
+    threads: int
+    native: float
+    function: float
+    torch: float
+    iree: float
+    triad: float
+
+    @property
+    def rate(self) -> float:
+        """Bytes the operator moves per second at the native kernel's time."""
+        itemsize = spec.float_type(self.type_name).dtype.itemsize
+        return streams(self.op, self.form) * (1 << self.log2n) * itemsize / self.native
+
+    @property
+    def triad_rate(self) -> float:
+        return 3 * (1 << self.log2n) * 4 / self.triad
+
+    def goals(self) -> str:
+        """Each goal of the cell, met (ok) or not (NO); '-' where it does not apply."""
+        triad = "-"
+        if self.log2n >= 22:
+            triad = "ok" if self.rate / self.triad_rate >= TRIAD_GOAL[self.op] else "NO"
+        torch = "-" if np.isnan(self.torch) else ("ok" if self.native < self.torch else "NO")
+        iree = "-" if np.isnan(self.iree) else ("ok" if self.native <= self.iree else "NO")
+        return f"{triad:>5} {torch:>5} {iree:>5}"
+
+
+def iree_child(cases: list[tuple[str, int, str, str]], threads: int) -> dict[str, float]:
+    """Child process: IREE local-task seconds per call for each case (op, log2n, type, form)."""
+    import iree.runtime as rt
+
+    from lossgrad_compiler.backends.iree import compile_signatures
+    from lossgrad_compiler.frontend.signature import signature_of
+
+    rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
+    config = rt.Config("local-task")
+    found: dict[str, float] = {}
+    for op, log2n, type_name, form in cases:
+        inputs = make_inputs(op, 1 << log2n, spec.float_type(type_name).dtype, form=form)
+        infos = {k: spec.TensorInfo(v.dtype, v.shape) for k, v in inputs.items()}
+        sig = signature_of(spec.validate(op, infos, attrs_for(op, form)))
+        context = rt.SystemContext(config=config)
+        path = compile_signatures([sig])
+        context.add_vm_module(rt.VmModule.mmap(config.vm_instance, str(path)))
+        function = context.modules.module[sig.id]
+        args = [rt.asdevicearray(config.device, inputs[n]) for n in spec.INPUT_NAMES]
+        found[f"{op}/{log2n}/{type_name}/{form}"] = best_time(
+            lambda f=function, a=args: f(*a).to_host()
+        )
+    return found
+
+
+def iree_times(cases: list[tuple[str, int, str, str]], threads: int) -> dict[str, float]:
+    """IREE's times from a child process, or {} where IREE is not installed."""
+    try:
+        import iree.runtime  # noqa: F401
+    except ImportError:
+        return {}
+    command = [sys.executable, __file__, "--iree-child", str(threads), json.dumps(cases)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def mul_runner(n: int, dtype: np.dtype, threads: int):
+    """An ORT Mul of two n-element tensors through IOBinding: the per-call floor."""
+    from onnx import helper
+
+    onnx_type = spec.float_type(dtype).onnx
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["a", "b"], ["c"])],
+        "mul",
+        [helper.make_tensor_value_info(v, onnx_type, [n]) for v in ("a", "b")],
+        [helper.make_tensor_value_info("c", onnx_type, [n])],
     )
-    args = parser.parse_args()
-    sizes = [(16, "float32"), (20, "float32")]
-    if not args.quick:
-        sizes += [(22, "float32"), (24, "float32"), (22, "float16"), (22, "bfloat16")]
-    if args.only:
-        sizes = [(int(n), t) for n, t in (case.split(":") for case in args.only)]
-    print(f"onnxruntime {ort.__version__}; times in ms (minimum of repeated runs)")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    so = session_options(False, intra_op_num_threads=threads, inter_op_num_threads=1)
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    binding = sess.io_binding()
+    for name in ("a", "b"):
+        binding.bind_ortvalue_input(name, to_ort_value(np.ones(n, dtype)))
+    binding.bind_ortvalue_output("c", to_ort_value(np.empty(n, dtype)))
+    return lambda: sess.run_with_iobinding(binding)
+
+
+def measure(
+    ops: list[str], sizes: list[int], types: list[str], forms: list[str], threads: list[int]
+) -> list[Cell]:
     header = (
-        f"{'op':22} {'n':>5} {'type':8} {'thr':>3} {'native':>8} {'function':>9} "
-        f"{'torch':>8} {'numpy':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} "
-        f"{'vs fn':>6} {'vs torch':>8}"
+        f"{'op':22} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} {'function':>9} "
+        f"{'torch':>8} {'iree':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} {'triad':>5} "
+        f"{'torch':>5} {'iree':>5}"
     )
+    print(f"onnxruntime {ort.__version__}; times in ms (minimum of repeated runs); goals:")
     print(header)
     print("-" * len(header))
-    for log2n, type_name in sizes:
-        n = 1 << log2n
-        dtype = spec.float_type(type_name).dtype
-        for threads in (1, 2):
-            triad = best_time(triad_runner(n, threads))
-            triad_rate = 3 * n * 4 / triad
-            for op in args.ops:
-                inputs = make_inputs(op, n, dtype)
-                model = single_node_model(op, dtype)
-                native = best_time(ort_runner(model, inputs, threads, native=True))
-                function = best_time(ort_runner(model, inputs, threads, native=False))
-                torch_run = torch_runner(op, inputs, threads)
-                torch_time = best_time(torch_run) if torch_run else float("nan")
-                numpy_time = float("nan")
-                if threads == 1:  # numpy runs on one thread
-                    numpy_time = best_time(
-                        lambda op=op, inputs=inputs: reference.evaluate(op, inputs, ATTRS[op])
-                    )
-                rate = STREAMS[op] * n * dtype.itemsize / native
+    cells: list[Cell] = []
+    for thr in threads:
+        cases = [(o, n, t, f) for n in sizes for t in types for f in forms for o in ops]
+        iree = iree_times(cases, thr)
+        for log2n in sizes:
+            n = 1 << log2n
+            triad = best_time(triad_runner(n, thr))
+            for type_name, form, op in itertools.product(types, forms, ops):
+                dtype = spec.float_type(type_name).dtype
+                inputs = make_inputs(op, n, dtype, form=form)
+                model = single_node_model(op, dtype, form)
+                torch_run = torch_runner(op, inputs, thr)
+                cell = Cell(
+                    op,
+                    log2n,
+                    type_name,
+                    form,
+                    thr,
+                    native=best_time(ort_runner(model, inputs, thr, native=True)),
+                    function=best_time(ort_runner(model, inputs, thr, native=False)),
+                    torch=best_time(torch_run) if torch_run else float("nan"),
+                    iree=iree.get(f"{op}/{log2n}/{type_name}/{form}", float("nan")),
+                    triad=triad,
+                )
+                cells.append(cell)
                 print(
-                    f"{op:22} 2^{log2n:<3} {type_name:8} {threads:>3} {native * 1e3:8.3f} "
-                    f"{function * 1e3:9.3f} {torch_time * 1e3:8.3f} {numpy_time * 1e3:8.3f} "
-                    f"{triad * 1e3:7.3f} {rate / 1e9:6.1f} {rate / triad_rate:7.2f} "
-                    f"{function / native:6.1f} {torch_time / native:8.1f}",
+                    f"{op:22} 2^{log2n:<3} {type_name:8} {form:4} {thr:>3} "
+                    f"{cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
+                    f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {triad * 1e3:7.3f} "
+                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}",
                     flush=True,
                 )
+    return cells
+
+
+def overhead(ops: list[str]) -> None:
+    """Per call at 16 elements: each native kernel (0-d grad_output) over an ORT Mul."""
+    print("\nper call at 16 elements, 1 thread (goal: native <= 1.2x an ORT Mul)")
+    for type_name in ("float32", "float16", "bfloat16"):
+        dtype = spec.float_type(type_name).dtype
+        # ORT's CPU provider has no bfloat16 Mul: the float16 one moves the same bytes
+        floor_type = np.dtype(np.float16) if type_name == "bfloat16" else dtype
+        floor = best_time(mul_runner(16, floor_type, 1))
+        for op in ops:
+            inputs = make_inputs(op, 16, dtype)
+            native = best_time(ort_runner(single_node_model(op, dtype), inputs, 1, native=True))
+            verdict = "ok" if native <= 1.2 * floor else "NO"
+            print(
+                f"{op:22} {type_name:8} native {native * 1e6:7.1f} us  "
+                f"Mul({floor_type.name}) {floor * 1e6:7.1f} us"
+                f"  {native / floor:5.2f}x  {verdict}"
+            )
+
+
+def plot(cells: list[Cell], path: Path) -> None:
+    """GB/s against size per op (float32, 0-d grad_output, 1 thread): native, IREE, PyTorch,
+    the function path and the triad."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = sorted({c.op for c in cells})
+    figure, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), sharey=True)
+    for ax, op in zip(np.atleast_1d(axes), ops, strict=True):
+        row = sorted(
+            (c for c in cells if c.op == op and c.type_name == "float32")
+            if any(c.type_name == "float32" for c in cells)
+            else (c for c in cells if c.op == op),
+            key=lambda c: c.log2n,
+        )
+        row = [c for c in row if c.form == row[0].form and c.threads == row[0].threads]
+        sizes = [1 << c.log2n for c in row]
+        bytes_moved = [c.rate * c.native for c in row]
+        for label, times in (
+            ("native", [c.native for c in row]),
+            ("IREE", [c.iree for c in row]),
+            ("PyTorch", [c.torch for c in row]),
+            ("function path", [c.function for c in row]),
+        ):
+            ax.plot(
+                sizes,
+                [b / t / 1e9 for b, t in zip(bytes_moved, times, strict=True)],
+                marker="o",
+                label=label,
+            )
+        ax.plot(sizes, [c.triad_rate / 1e9 for c in row], "k--", label="triad")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{op} ({row[0].type_name}, {row[0].form}, {row[0].threads} thread)")
+        ax.set_xlabel("elements")
+    np.atleast_1d(axes)[0].set_ylabel("GB/s")
+    np.atleast_1d(axes)[0].legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    print(f"\nwrote {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2^16 and 2^20, float32, 0-d only")
+    parser.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), help="operators")
+    parser.add_argument("--sizes", nargs="+", type=int, help="log2 n (default 16 20 22 24)")
+    parser.add_argument("--types", nargs="+", help="element types (default all three)")
+    parser.add_argument("--forms", nargs="+", choices=FORMS, help="grad_output forms")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--plot", type=Path, help="write the GB/s picture here (matplotlib)")
+    parser.add_argument("--iree-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("cases", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.iree_child is not None:
+        cases = [tuple(c) for c in json.loads(args.cases)]
+        print(json.dumps(iree_child(cases, args.iree_child)))  # type: ignore[arg-type]
+        return
+    quick = args.quick
+    sizes = args.sizes or ([16, 20] if quick else [16, 20, 22, 24])
+    types = args.types or (["float32"] if quick else ["float32", "float16", "bfloat16"])
+    forms = args.forms or (["0-d"] if quick else list(FORMS))
+    cells = measure(args.ops, sizes, types, forms, args.threads)
+    overhead(args.ops)
+    if args.plot:
+        plot(cells, args.plot)
 
 
 if __name__ == "__main__":
