@@ -117,7 +117,8 @@ class ScaleFinder:
         node = self.index.producer.get(self.matcher.through_identity(value))
         if node is None or node.op_type != "Div" or node.domain not in ("", "ai.onnx"):
             return None
-        if uniform(self.index.constant(node.input[0])) != 1.0:
+        # the numerator may be a 1 broadcast first (the exporter's ones_like(...) / n)
+        if uniform(self.index.constant(self.matcher.leaf(node.input[0]))) != 1.0:
             return None
         count = self._count(node.input[1])
         if count is None:
