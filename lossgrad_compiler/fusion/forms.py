@@ -18,6 +18,7 @@ from typing import Any
 from lossgrad_compiler.fusion.patterns import (
     OPTIONAL_FLOAT_CAST,
     OPTIONAL_SUM_BACK,
+    OPTIONAL_WIDENING_CAST,
     VARIES,
     Binding,
     Const,
@@ -46,6 +47,10 @@ class Form:
 
 def _cast(pattern: Pattern) -> Pattern:
     return Op(OPTIONAL_FLOAT_CAST, (pattern,))
+
+
+def _widened(pattern: Pattern) -> Pattern:
+    return Op(OPTIONAL_WIDENING_CAST, (pattern,))
 
 
 def _sum_back(pattern: Pattern) -> Pattern:
@@ -152,7 +157,7 @@ FORMS: tuple[Form, ...] = (
     ),
     # The exporter's half-type L1 gradient casts around Sign: the sign of a half difference
     # is the sign of the exact one (gradual underflow), and ±1/0 are exact in every type.
-    Form(SMOOTH_L1, "pytorch", P.Mul(S, _cast(P.Sign(_cast(D)))), _fixed(beta=0.0)),
+    Form(SMOOTH_L1, "pytorch", P.Mul(S, _cast(P.Sign(_widened(D)))), _fixed(beta=0.0)),
     # KlDivBackward: -s * exp(t) and -s * t.
     Form(KL, "pytorch/inline", P.Neg(P.Mul(S, P.Exp(T))), _fixed(log_target=1)),
     Form(KL, "inline", P.Neg(P.Mul(S, T)), _fixed(log_target=0)),

@@ -31,8 +31,11 @@ MIRRORED = {
 HALF_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
 FLOAT_TYPES = HALF_TYPES | {TensorProto.FLOAT, TensorProto.DOUBLE}
 # An Op of this name matches its operand with or without a Cast to a float type around it
-# (for values whose cast is exact: signs, or a difference whose sign is all that is read).
+# (for values every float type holds exactly: signs).
 OPTIONAL_FLOAT_CAST = "FloatCast?"
+# The same for a Cast to a wider float type only (exact for every value; a narrowing Cast
+# can turn a tiny difference into 0 and change its sign).
+OPTIONAL_WIDENING_CAST = "WideningCast?"
 # An Op of this name matches its operand, or a sum of it back to a smaller shape: ReduceSum
 # over constant axes, optionally followed by a Squeeze or a Reshape to a constant shape (the
 # exporter sums a factor before multiplying by one that is constant along the summed axes).
@@ -135,9 +138,14 @@ class Matcher:
             yield binding.with_number(pattern.name, found)
             return
         node = self.index.producer.get(self.through_identity(value))
-        if pattern.op_type == OPTIONAL_FLOAT_CAST:
+        if pattern.op_type in (OPTIONAL_FLOAT_CAST, OPTIONAL_WIDENING_CAST):
             yield from self.match(pattern.inputs[0], value, binding)
-            if node is not None and _cast_to(node) in FLOAT_TYPES:
+            if node is None or node.op_type != "Cast":
+                return
+            widening = _widens(self.index.type_of(node.input[0]), node)
+            if widening or (
+                pattern.op_type == OPTIONAL_FLOAT_CAST and _cast_to(node) in FLOAT_TYPES
+            ):
                 yield from self.match(pattern.inputs[0], node.input[0], binding.with_node(node))
             return
         if pattern.op_type == OPTIONAL_SUM_BACK:

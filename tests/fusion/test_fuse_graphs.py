@@ -266,3 +266,29 @@ def test_values_read_inside_a_branch_stay() -> None:
     fused, report = fuse(model)
     assert _ours(fused) == [] and fused == model
     assert any("is also read by node 'If'" in left.reason for left in report.left), report.lines()
+
+
+def test_a_narrowing_cast_before_sign_stays() -> None:
+    """sign(float16(d)) is 0 where d underflows float16; the operator's sgn(d) is not."""
+    f16 = TensorProto.FLOAT16
+    nodes = [
+        helper.make_node("Sub", ["x", "t"], ["d"]),
+        helper.make_node("Cast", ["d"], ["d16"], to=f16),
+        helper.make_node("Sign", ["d16"], ["sign16"]),
+        helper.make_node("Cast", ["sign16"], ["sign"], to=F32),
+        helper.make_node("Mul", ["s", "sign"], ["y"]),
+    ]
+    model = _model(nodes, {"s": 0.5}, {"x": (F32, [3]), "t": (F32, [3])}, ["y"])
+    fused, _ = fuse(model)
+    assert _ours(fused) == []
+    widening = [
+        helper.make_node("Cast", ["x"], ["x32"], to=F32),
+        helper.make_node("Cast", ["t"], ["t32"], to=F32),
+        helper.make_node("Sub", ["x32", "t32"], ["d"]),
+        helper.make_node("Sign", ["d"], ["sign32"]),
+        helper.make_node("Cast", ["sign32"], ["sign"], to=f16),
+        helper.make_node("Mul", ["s", "sign"], ["y"]),
+    ]
+    half = _model(widening, {}, {"x": (f16, [3]), "t": (f16, [3]), "s": (f16, [3])}, ["y"])
+    fused, report = fuse(half)
+    assert [n.op_type for n in fused.graph.node] == ["SmoothL1LossBackward"], report.lines()
