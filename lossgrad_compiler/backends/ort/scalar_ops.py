@@ -69,6 +69,23 @@ class CxxScalarOps(CxxFloatArithmetic):
         raise level2.Level2ContractError(op, f"only scalar constants are level 2, got {value}")
 
 
+class KernelScalarOps(CxxScalarOps):
+    """The ops of a kernel body, where some divisors are run-time parameters with an exact
+    reciprocal beside them (`reciprocals`: divisor expression -> reciprocal expression, the
+    reciprocal 0 where it is not exact)."""
+
+    def __init__(self, reciprocals: dict[str, str]) -> None:
+        super().__init__()
+        self.reciprocals = reciprocals
+
+    @level2.rule(arith.DivfOp)
+    def divf(self, op: Operation, a: Sequence[str]) -> str:
+        reciprocal = self.reciprocals.get(a[1])
+        if reciprocal is None:
+            return super().divf(op, a)
+        return f"{reciprocal} != 0 ? {a[0]} * {reciprocal} : {a[0]} / {a[1]}"
+
+
 class ScalarPrinter:
     """Prints scalar ops as C++ statements, naming each result `v<N>`."""
 

@@ -16,6 +16,9 @@ every rank and broadcast pattern:
   and `beta`) are arguments of the variant's `make_params`; the glue computes n from
   spec.divisor_rule and passes the node's beta. The ops above the body that the body reads
   (the scale 1/n, beta rounded to the compute type) are printed in `make_params` as they are.
+* a division by such a value (d / beta) multiplies by its reciprocal when that is exact
+  (beta a power of two: cxx/vmath.h's exact_reciprocal), the same value bit for bit; the
+  choice is one loop-invariant test, which the compiler hoists out of the loop.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from lossgrad_compiler import level2
 from lossgrad_compiler.backends.cxx import cxx_identifier
 from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
-from lossgrad_compiler.backends.ort.scalar_ops import ScalarPrinter
+from lossgrad_compiler.backends.ort.scalar_ops import KernelScalarOps, ScalarPrinter
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,29 @@ class _VariantPrinter:
             printer.bind(arg, cxx_identifier(name))
         printer.print_ops(_defining_ops(self.fn, captured))
         fields = [f"{cxx_type(v.type)} c{i};" for i, v in enumerate(captured)]
-        params_struct = "  struct Params {\n" + "".join(f"    {f}\n" for f in fields) + "  };"
         values = [printer.name(v) for v in captured]
+        for i in self._divisors(captured):
+            fields.append(f"{cxx_type(captured[i].type)} r{i};  // exact 1/c{i}, or 0")
+            values.append(f"lossgrad::exact_reciprocal({values[i]})")
+        params_struct = "  struct Params {\n" + "".join(f"    {f}\n" for f in fields) + "  };"
         make_params = "".join(f"  {line}\n" for line in printer.lines)
         make_params += f"  return Params{{{', '.join(values)}}};\n"
         return params_struct, make_params
 
     # ------------------------------------------------------------------ body functions
 
+    def _divisors(self, captured: list[SSAValue]) -> list[int]:
+        """Indices of the captured values the body divides by (beta): each gets its exact
+        reciprocal in Params, so that a power of two is multiplied by instead."""
+        return [
+            i
+            for i, v in enumerate(captured)
+            if any(isinstance(op, arith.DivfOp) and op.rhs is v for op in self.fn.compute_ops)
+        ]
+
     def _value_function(self, captured: list[SSAValue]) -> str:
-        printer = ScalarPrinter()
+        reciprocals = {f"p.c{i}": f"p.r{i}" for i in self._divisors(captured)}
+        printer = ScalarPrinter(KernelScalarOps(reciprocals))
         for i, operand in enumerate(self.fn.operands):
             printer.bind(operand.generic.block_arg, f"a{i}")
             printer.bind(operand.loaded, f"a{i}")

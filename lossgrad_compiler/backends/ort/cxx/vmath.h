@@ -133,4 +133,17 @@ inline double exp(double x) {
   return x != x ? x + x : e;
 }
 
+// 1/d when d is a power of two whose reciprocal is a finite value of T, else 0. Then
+// x * (1/d) and x / d are the same correctly rounded value of the same real number for every
+// x (zeros, subnormals, infinities and NaN included), so a kernel may multiply instead of
+// dividing by a run-time divisor such as beta; any other divisor keeps the division.
+template <class T>
+inline T exact_reciprocal(T d) {
+  if (!(d > T(0)) || !std::isfinite(d)) return T(0);
+  int exponent = 0;
+  if (std::frexp(d, &exponent) != T(0.5)) return T(0);
+  const T r = T(1) / d;
+  return std::isfinite(r) && r * d == T(1) ? r : T(0);
+}
+
 }  // namespace lossgrad
