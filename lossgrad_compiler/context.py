@@ -1,4 +1,6 @@
-"""The xDSL context every layer uses: the upstream dialects of level-2 IR plus `lossgrad`.
+"""The xDSL context every layer uses: the upstream dialects of level-2 IR plus `lossgrad`, and
+the HFusion form's `hfusion` and `hacc` (whose `linalg.elemwise_*` ops xDSL can only find
+once their dialect is loaded: see lossgrad_compiler/dialects/hfusion).
 
 Loading eagerly (rather than registering lazily) keeps `parse_module` free of surprises: a
 module that parses here has every op class it names already defined.
@@ -15,13 +17,15 @@ from xdsl.dialects.math import Math
 from xdsl.dialects.tensor import Tensor
 from xdsl.parser import Parser
 
+from lossgrad_compiler.dialects.hfusion import Hacc, Hfusion
 from lossgrad_compiler.dialects.lossgrad import Lossgrad
 
-_DIALECTS = (Builtin, Func, Arith, Math, Tensor, Linalg, Lossgrad)
+_DIALECTS = (Builtin, Func, Arith, Math, Tensor, Linalg, Lossgrad, Hfusion, Hacc)
 
 
 def make_context(*, allow_unregistered: bool = False) -> Context:
-    """A fresh context with builtin, func, arith, math, tensor, linalg and lossgrad loaded."""
+    """A fresh context with builtin, func, arith, math, tensor, linalg, lossgrad, hfusion and
+    hacc loaded."""
     ctx = Context(allow_unregistered=allow_unregistered)
     for dialect in _DIALECTS:
         ctx.load_dialect(dialect)

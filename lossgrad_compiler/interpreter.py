@@ -1,4 +1,5 @@
-"""Run level-2 IR with xDSL's interpreter on numpy arrays (differential tests of the lowering).
+"""Run level-2 IR, and the HFusion form `convert-linalg-to-hfusion` makes of it, with xDSL's
+interpreter on numpy arrays (differential tests of the lowering and of the pass).
 
 xdsl 0.74's interpreter lacks `arith.divf/negf/extf/truncf/uitofp`, `math.absf`, and
 `linalg.fill` of a scalar, and it evaluates float ops in Python doubles, raising Python
@@ -7,6 +8,10 @@ float op in its *result type* with numpy scalars, so an f32 body rounds after ea
 f32 hardware does and IEEE specials come out as inf/NaN; they override the upstream float
 ops. Index/integer ops, `cmpf`, `select`, `constant`, `tensor.*`, `linalg.generic` and
 `func.*` are upstream's.
+
+The HFusion form's named ops run through their hidden regions, element by element, like any
+linalg structured op; `linalg.broadcast`, `linalg.reduce` (in row-major order) and the
+reshapes `tensor.collapse_shape` / `expand_shape` / `cast` are added here.
 
     outputs = run_function(module, "kl", grad_output, self_array, target)
 """
@@ -18,7 +23,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
@@ -27,7 +32,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     TensorType,
 )
-from xdsl.dialects.linalg.ops import FillOp
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -37,13 +42,14 @@ from xdsl.interpreter import (
 )
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.func import FuncFunctions
-from xdsl.interpreters.linalg import LinalgFunctions
+from xdsl.interpreters.linalg import LinalgFunctions, run_linalg_structured_op
 from xdsl.interpreters.math import MathFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.interpreters.tensor import TensorFunctions
 from xdsl.interpreters.utils.ptr import RawPtr, TypedPtr
 from xdsl.ir import Attribute
 
+from lossgrad_compiler.dialects import hfusion as hf
 from lossgrad_compiler.reference import round_to
 
 NUMPY_TYPES: dict[type[Attribute], Any] = {
@@ -135,6 +141,81 @@ class Level2LinalgFunctions(InterpreterFunctions):
         return (filled,) if op.results else ()
 
 
+@register_impls
+class HfusionFormFunctions(InterpreterFunctions):
+    """The HFusion form's ops: named elementwise ops, broadcasts, sums and reshapes."""
+
+    @impl(BroadcastOp)
+    def run_broadcast(self, interpreter: Interpreter, op: BroadcastOp, args: PythonValues):
+        source, output = args
+        added = set(op.dimensions.get_values())
+        result = output.copy()
+        for index in result.indices():
+            result.store(index, source.load([i for d, i in enumerate(index) if d not in added]))
+        return (result,)
+
+    @impl(ReduceOp)
+    def run_reduce(self, interpreter: Interpreter, op: ReduceOp, args: PythonValues):
+        source, init = args
+        reduced = set(op.dimensions.get_values())
+        result = init.copy()
+        for index in source.indices():  # row-major: level 2's summation order
+            kept = [i for d, i in enumerate(index) if d not in reduced]
+            (value,) = interpreter.run_ssacfg_region(
+                op.region, (source.load(index), result.load(kept)), "linalg.reduce"
+            )
+            result.store(kept, value)
+        return (result,)
+
+    @impl(tensor.CollapseShapeOp)
+    def run_collapse(
+        self, interpreter: Interpreter, op: tensor.CollapseShapeOp, args: PythonValues
+    ):
+        (source,) = args
+        groups = [[int(a.value.data) for a in g] for g in op.reassociation]
+        return (_reshaped(source, [int(np.prod([source.shape[a] for a in g])) for g in groups]),)
+
+    @impl(tensor.ExpandShapeOp)
+    def run_expand(self, interpreter: Interpreter, op: tensor.ExpandShapeOp, args: PythonValues):
+        source, *dynamic = args
+        sizes = iter(dynamic)
+        shape = [next(sizes) if s < 0 else s for s in op.static_output_shape.get_values()]
+        return (_reshaped(source, shape),)
+
+    @impl(tensor.CastOp)
+    def run_tensor_cast(self, interpreter: Interpreter, op: tensor.CastOp, args: PythonValues):
+        return (args[0],)
+
+    # The named elementwise ops run their hidden regions like any structured op.
+
+    @impl(hf.ElemwiseBinaryOp)
+    def run_elemwise_binary(self, interpreter: Interpreter, op: Any, args: PythonValues):
+        return run_linalg_structured_op(interpreter, op, args)
+
+    @impl(hf.ElemwiseUnaryOp)
+    def run_elemwise_unary(self, interpreter: Interpreter, op: Any, args: PythonValues):
+        return run_linalg_structured_op(interpreter, op, args)
+
+    @impl(hf.CastOp)
+    def run_cast(self, interpreter: Interpreter, op: Any, args: PythonValues):
+        return run_linalg_structured_op(interpreter, op, args)
+
+    @impl(hf.CompareOp)
+    def run_compare(self, interpreter: Interpreter, op: Any, args: PythonValues):
+        return run_linalg_structured_op(interpreter, op, args)
+
+    @impl(hf.SelectOp)
+    def run_select(self, interpreter: Interpreter, op: Any, args: PythonValues):
+        return run_linalg_structured_op(interpreter, op, args)
+
+
+def _reshaped(source: ShapedArray[float], shape: Sequence[int]) -> ShapedArray[float]:
+    """The same elements in row-major order under another shape."""
+    result = source.copy()
+    result.shape = list(shape)
+    return result
+
+
 def make_interpreter(module: ModuleOp) -> Interpreter:
     """An interpreter for level-2 IR: upstream func/arith/math/tensor/linalg plus ours."""
     interpreter = Interpreter(module)
@@ -148,6 +229,7 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
         interpreter.register_implementations(functions)
     interpreter.register_implementations(Level2FloatFunctions(), override=True)
     interpreter.register_implementations(Level2LinalgFunctions(), override=True)
+    interpreter.register_implementations(HfusionFormFunctions())
     return interpreter
 
 

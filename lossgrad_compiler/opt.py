@@ -39,6 +39,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.utils.lexer import Input, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from lossgrad_compiler.dialects import EAGER_DIALECTS
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.output_files import OutputError, OutputFile, destination
 from lossgrad_compiler.universe import DIALECTS, PASSES, TARGETS, factories
@@ -85,6 +86,8 @@ class LossgradOptMain(xDSLOptMain):
         for name, factory in factories(DIALECTS).items():
             if name not in registered:
                 self.ctx.register_dialect(name, factory)
+        for name in EAGER_DIALECTS:
+            self.ctx.load_registered_dialect(name)
 
     def register_all_passes(self) -> None:
         super().register_all_passes()

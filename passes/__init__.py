@@ -18,6 +18,9 @@ PASSES: dict[str, str] = {
         "lossgrad_compiler.passes.convert_linalg_to_ascendc:ConvertLinalgToAscendcPass"
     ),
     "ascendc-plan-buffers": "lossgrad_compiler.passes.ascendc_plan_buffers:AscendcPlanBuffersPass",
+    "convert-linalg-to-hfusion": (
+        "lossgrad_compiler.passes.convert_linalg_to_hfusion:ConvertLinalgToHfusionPass"
+    ),
 }
 
 

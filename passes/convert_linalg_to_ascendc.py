@@ -71,24 +71,6 @@ class ConvertLinalgToAscendcPass(ModulePass):
 # --------------------------------------------------------------------------- the generic
 
 
-def iteration_sizes(source: KernelSource) -> list[int | tuple[int, int]]:
-    """Per loop: its static size, or (input, axis) of an input whose dim gives it."""
-    sizes: list[int | tuple[int, int]] = []
-    for loop in range(source.main.loops):
-        static, dynamic = 1, None
-        for i, operand in enumerate(source.main.inputs):
-            for axis, read in enumerate(operand.index_map):
-                if read != loop:
-                    continue
-                size = operand.shape[axis]
-                if size is not None and size != 1:
-                    static = size
-                elif size is None and dynamic is None:
-                    dynamic = (i, axis)
-        sizes.append(static if static != 1 or dynamic is None else dynamic)
-    return sizes
-
-
 def _needs_broadcast(operand: level2.GenericOperand, loops: int) -> bool:
     """Read through a broadcasting map (a one-element input is read as a scalar instead)."""
     return not operand.is_identity(loops) and not operand.is_scalar
@@ -122,7 +104,7 @@ def convert_function(function: func.FuncOp) -> None:
 
 def _static_numel(source: KernelSource) -> int | None:
     total = 1
-    for size in iteration_sizes(source):
+    for size in source.main.loop_sizes():
         if not isinstance(size, int):
             return None
         total *= size
@@ -230,7 +212,7 @@ def _rewrite_host(source: KernelSource, kernel_name: str) -> None:
     builder = Builder(InsertPoint.before(main.op))
     sizes: list[SSAValue] = []
     shape: list[int] = []
-    for size in iteration_sizes(source):
+    for size in source.main.loop_sizes():
         if isinstance(size, int):
             shape.append(size)
             continue

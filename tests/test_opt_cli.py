@@ -136,13 +136,14 @@ def test_version_names_the_tool() -> None:
 
 def test_one_registration_table_for_every_entry() -> None:
     """lossgrad-opt, xdsl-opt (the universe), dialects/ and passes/ list the same names,
-    including the ascendc names registered ahead of their modules."""
+    including the ascendc and HFusion-form names registered ahead of their modules."""
     main = LossgradOptMain(args=[])
-    assert set(universe.DIALECTS) == {"lossgrad", "ascendc"}
+    assert set(universe.DIALECTS) == {"lossgrad", "ascendc", "hfusion", "hacc"}
     assert set(universe.PASSES) == {
         "lower-lossgrad",
         "convert-linalg-to-ascendc",
         "ascendc-plan-buffers",
+        "convert-linalg-to-hfusion",
     }
     assert set(universe.TARGETS) == {"ascendc"}
     assert set(universe.DIALECTS) <= set(main.ctx.registered_dialect_names)

@@ -23,6 +23,9 @@ from lossgrad_compiler.level2.identity import (
     read_parameters,
 )
 
+LoopSize = int | tuple[int, int]
+"""A loop's size: static, or (input, axis) of the input dimension that gives it."""
+
 IndexMap = tuple[int | None, ...]
 """Per operand dimension: the loop that reads it, or None for the constant 0 of a
 broadcast 1. Level-2 maps are right-aligned, so loop = loops - rank + dimension."""
@@ -84,6 +87,24 @@ class Level2Generic:
     @property
     def reduces(self) -> bool:
         return any(self.reduction_loops)
+
+    def loop_sizes(self) -> list[LoopSize]:
+        """Per loop: its static size, or (input, axis) of an input whose dimension gives it
+        at run time (a dynamic dimension is never broadcast, so any such input will do)."""
+        sizes: list[LoopSize] = []
+        for loop in range(self.loops):
+            static, dynamic = 1, None
+            for i, operand in enumerate(self.inputs):
+                for axis, read in enumerate(operand.index_map):
+                    if read != loop:
+                        continue
+                    size = operand.shape[axis]
+                    if size is not None and size != 1:
+                        static = size
+                    elif size is None and dynamic is None:
+                        dynamic = (i, axis)
+            sizes.append(static if static != 1 or dynamic is None else dynamic)
+        return sizes
 
 
 def index_map(op: Operation, amap: AffineMap, value_type: Attribute, loops: int) -> IndexMap:

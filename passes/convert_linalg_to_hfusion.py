@@ -1,0 +1,331 @@
+"""`convert-linalg-to-hfusion`: level-2 IR → the HFusion form that AscendNPU IR takes.
+
+AscendNPU IR's HFusion pipeline (`bishengir-opt --lower-hfusion-pipeline`) fuses, schedules
+and tiles named elementwise ops on tensors, and rejects a `linalg.generic` whose body holds
+more than one op. Per signature function, read through lossgrad_compiler.level2, the pass
+replaces the elementwise `linalg.generic` (and the narrowing one after a sum) by:
+
+* per input the body reads: a one-element input becomes a scalar (`tensor.extract`, widened
+  by a scalar `arith.extf`) unless exp or log reads it; any other input is widened at its
+  own shape (`hfusion.cast`),
+  its broadcast 1s collapsed (`tensor.collapse_shape`) and broadcast to the iteration shape
+  (`linalg.broadcast`);
+* the body, one named op per scalar op in level 2's order (hfusion_body_rules.py), so half
+  types are computed in f32 and rounded once, as level 2 does;
+* a result summed over broadcast dimensions: `linalg.reduce` (addf from the fill's constant)
+  over the reduction loops, `tensor.expand_shape` back to the operand's broadcast 1s, then
+  the narrowing `hfusion.cast`.
+
+The function keeps its name, arguments, results, the lossgrad.* attributes and the scale's
+scalar ops, and gains `hacc.entry` and `hacc.function_kind = #hacc.function_kind<HOST>`.
+IR outside docs/level2.md raises Level2ContractError. Float64 (the vector units have no fp64)
+and the run-time-parameter form (AscendNPU IR 1.2.0 crashes on an f64 scalar argument) raise
+UnsupportedByBackendError naming what to use instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+    UnitAttr,
+    i64,
+)
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp, YieldOp
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from lossgrad_compiler import level2, spec
+from lossgrad_compiler.dialects.hfusion import (
+    HACC_ENTRY,
+    HACC_FUNCTION_KIND,
+    CastOp,
+    FunctionKind,
+    FunctionKindAttr,
+)
+from lossgrad_compiler.errors import UnsupportedByBackendError
+from lossgrad_compiler.passes.hfusion_body_rules import (
+    VECTOR_ONLY_OPS,
+    Emitter,
+    HfusionBodyRules,
+    Scalar,
+    Tensor,
+    Value,
+)
+
+Loops = tuple[int | None, ...]
+"""Dimensions of a tensor by the loop each one has the size of (None: a broadcast 1)."""
+
+
+@dataclass(frozen=True)
+class ConvertLinalgToHfusionPass(ModulePass):
+    """Convert every level-2 function of the module (see the module docstring)."""
+
+    name = "convert-linalg-to-hfusion"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            convert_function(function)
+
+
+def convert_function(function: func.FuncOp) -> None:
+    f = level2.analyze_function(function)
+    _check_supported(f)
+    builder = Builder(InsertPoint.before(f.main.op))
+    shapes = Shapes(builder, f)
+    env: dict[SSAValue, Value] = {}
+    for operand in f.operands:
+        if operand.reads:
+            env[operand.loaded] = shapes.load(operand)
+    for value in f.captured:
+        if isinstance(value.type, TensorType):
+            raise level2.Level2ContractError(f.main.op, "a body reads only scalars from above it")
+        env[value] = Scalar(value)
+    rules = HfusionBodyRules(Emitter(builder.insert, shapes.iteration_empty, shapes.fill), f.name)
+    rules.translate_all(f.compute_ops, env)
+    computed = env[f.value]
+    if not isinstance(computed, Scalar | Tensor):
+        raise level2.Level2ContractError(f.main.op, "a body computes a number, not a comparison")
+    result = shapes.finish(computed)
+    replaced = (f.narrowing or f.main.op).results[0]
+    if result.type != replaced.type:
+        raise level2.Level2ContractError(
+            f.main.op,
+            f"the iteration space gives {result.type}, the function returns {replaced.type}",
+        )
+    replaced.replace_all_uses_with(result)
+    for generic in (f.narrowing, f.main.op):
+        if generic is not None:
+            Rewriter.erase_op(generic)
+    _erase_dead_ops(function.body.block)
+    function.attributes[HACC_ENTRY] = UnitAttr()
+    function.attributes[HACC_FUNCTION_KIND] = FunctionKindAttr(FunctionKind.HOST)
+
+
+def _check_supported(f: level2.Level2Function) -> None:
+    if f.parameters:
+        raise UnsupportedByBackendError(
+            f.name,
+            "run-time parameters",
+            "the HFusion form takes the default lower-lossgrad form (runtime_parameters=false): "
+            "AscendNPU IR 1.2.0 crashes on the f64 beta argument",
+        )
+    if f.compute is spec.FLOAT64 or any(o.storage is spec.FLOAT64 for o in f.operands):
+        raise UnsupportedByBackendError(
+            f.name,
+            "element type",
+            "float64 is not supported by AscendNPU IR (Ascend vector units have no fp64 "
+            "arithmetic); use the onnx, ort or iree target",
+        )
+
+
+def _erase_dead_ops(block: Block) -> None:
+    """Erase what the generics left unused (their fills, empties and constants)."""
+    for op in reversed(list(block.ops)):
+        if op is not block.last_op and op.results and all(not r.uses for r in op.results):
+            Rewriter.erase_op(op)
+
+
+class Shapes:
+    """Builds the tensors of one function: dynamic sizes, empties, loads, broadcasts, and the
+    result's sum and reshape."""
+
+    def __init__(self, builder: Builder, f: level2.Level2Function) -> None:
+        self.builder = builder
+        self.f = f
+        self.loops = f.main.loops
+        self.loop_sizes = f.main.loop_sizes()
+        self.iteration: Loops = tuple(range(self.loops))
+        self._dims: dict[tuple[SSAValue, int], SSAValue] = {}
+        self._empties: dict[tuple[Loops, Attribute], SSAValue] = {}
+
+    # ------------------------------------------------------------------ sizes and empties
+
+    def _dim(self, value: SSAValue, axis: int) -> SSAValue:
+        key = (value, axis)
+        if key not in self._dims:
+            index = self.builder.insert(arith.ConstantOp(IntegerAttr(axis, IndexType())))
+            self._dims[key] = self.builder.insert(tensor.DimOp(value, index.result)).result
+        return self._dims[key]
+
+    def _loop_size(self, loop: int) -> int | SSAValue:
+        size = self.loop_sizes[loop]
+        if isinstance(size, int):
+            return size
+        operand, axis = size
+        return self._dim(self.f.operands[operand].argument, axis)
+
+    def _sizes(self, loops: Loops) -> list[int | SSAValue]:
+        return [1 if loop is None else self._loop_size(loop) for loop in loops]
+
+    def empty(self, loops: Loops, element: Attribute) -> SSAValue:
+        key = (loops, element)
+        if key not in self._empties:
+            sizes = self._sizes(loops)
+            shape = [s if isinstance(s, int) else DYNAMIC_INDEX for s in sizes]
+            dynamic = [s for s in sizes if not isinstance(s, int)]
+            op = tensor.EmptyOp(dynamic, TensorType(element, shape))
+            self._empties[key] = self.builder.insert(op).tensor
+        return self._empties[key]
+
+    def iteration_empty(self, element: Attribute) -> SSAValue:
+        return self.empty(self.iteration, element)
+
+    def fill(self, scalar: SSAValue, element: Attribute) -> SSAValue:
+        out = self.iteration_empty(element)
+        return self.builder.insert(FillOp([scalar], [out], [out.type])).results[0]
+
+    # ------------------------------------------------------------------ inputs
+
+    def load(self, operand: level2.Level2Operand) -> Scalar | Tensor:
+        """The operand as the body reads it (widened when it is read widened)."""
+        g = operand.generic
+        compute = operand.widening.result.type if operand.widening else None
+        if g.is_scalar and self.loops > 0 and not _reaches_vector_only_op(operand.loaded):
+            zero = self.builder.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+            element = operand.argument.type.get_element_type()  # type: ignore[attr-defined]
+            extract = tensor.ExtractOp(operand.argument, [zero] * g.rank, element)
+            value = self.builder.insert(extract).result
+            if compute is not None:
+                value = self.builder.insert(arith.ExtFOp(value, compute)).result
+            return Scalar(value)
+        value = operand.argument
+        if compute is not None:
+            out = self.empty(g.index_map, compute)
+            value = self.builder.insert(CastOp(value, out)).results[0]
+        return Tensor(self._broadcast(value, g))
+
+    def _broadcast(self, value: SSAValue, g: level2.GenericOperand) -> SSAValue:
+        element = value.type.get_element_type()  # type: ignore[attr-defined]
+        kept = [loop for loop in g.index_map if loop is not None]
+        if kept == list(self.iteration):
+            return self._as_iteration_type(value, element)
+        if len(kept) != g.rank:
+            collapsed = TensorType(element, [value.type.get_shape()[a] for a in _kept_axes(g)])  # type: ignore[attr-defined]
+            value = self.builder.insert(
+                tensor.CollapseShapeOp.build(
+                    operands=[value],
+                    result_types=[collapsed],
+                    properties={"reassociation": _reassociation(g.index_map)},
+                )
+            ).results[0]
+        out = self.iteration_empty(element)
+        added = [loop for loop in self.iteration if loop not in kept]
+        op = BroadcastOp(value, out, DenseArrayBase.from_list(i64, added))
+        return self.builder.insert(op).results[0]
+
+    def _as_iteration_type(self, value: SSAValue, element: Attribute) -> SSAValue:
+        """The same tensor typed as the iteration space (a static size may be known only from
+        another operand)."""
+        wanted = self.iteration_empty(element).type
+        if value.type == wanted:
+            return value
+        return self.builder.insert(tensor.CastOp(value, wanted)).dest  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ the result
+
+    def finish(self, computed: Scalar | Tensor) -> SSAValue:
+        """The function's result from the per-element value (in the compute type)."""
+        f = self.f
+        compute = f.value.type
+        value = (
+            computed.value if isinstance(computed, Tensor) else self.fill(computed.value, compute)
+        )
+        if not f.reduces:
+            if f.final_truncf is not None:
+                out = self.iteration_empty(f.final_truncf.result.type)
+                value = self.builder.insert(CastOp(value, out)).results[0]
+            return value
+        value = self._sum(value, compute)
+        if f.narrowing is not None:
+            out = self.empty(
+                f.main.output.index_map, f.narrowing.results[0].type.get_element_type()
+            )  # type: ignore[attr-defined]
+            value = self.builder.insert(CastOp(value, out)).results[0]
+        return value
+
+    def _sum(self, value: SSAValue, compute: Attribute) -> SSAValue:
+        """`linalg.reduce` over the reduction loops, reshaped to the output's broadcast 1s."""
+        main = self.f.main
+        accumulation = main.accumulation
+        assert accumulation is not None
+        output_map = main.output.index_map
+        kept: Loops = tuple(loop for loop in output_map if loop is not None)
+        if accumulation.init is None:
+            raise level2.Level2ContractError(main.op, "a sum starts from a linalg.fill constant")
+        init_value = self.builder.insert(
+            arith.ConstantOp(FloatAttr(accumulation.init, compute))  # type: ignore[arg-type]
+        ).result
+        init_empty = self.empty(kept, compute)
+        init = self.builder.insert(FillOp([init_value], [init_empty], [init_empty.type])).results[0]
+        reduced = [loop for loop in self.iteration if main.reduction_loops[loop]]
+        body = Block(arg_types=[compute, compute])
+        element, acc = body.args
+        add = (
+            arith.AddfOp(acc, element)
+            if accumulation.accumulator_first
+            else arith.AddfOp(element, acc)
+        )
+        body.add_ops([add, YieldOp(add.result)])
+        op = ReduceOp(value, init, DenseArrayBase.from_list(i64, reduced), Region(body))
+        summed = self.builder.insert(op).results[0]
+        if len(kept) == len(output_map):
+            return summed
+        target = self.empty(output_map, compute).type
+        assert isinstance(target, TensorType)
+        sizes = self._sizes(output_map)
+        expand = tensor.ExpandShapeOp(
+            summed,
+            [s for s in sizes if not isinstance(s, int)],
+            _reassociation(output_map),
+            [s if isinstance(s, int) else DYNAMIC_INDEX for s in sizes],
+            target,
+        )
+        return self.builder.insert(expand).result
+
+
+def _reaches_vector_only_op(value: SSAValue) -> bool:
+    """Whether exp or log reads the value, directly or through other body ops. Such a
+    one-element input is broadcast like any other: AscendNPU IR 1.2.0 fails to outline a
+    kernel ("outline single kernel failed") where a scalar read from an input also feeds the
+    scalar unit's arithmetic beside the filled tensor exp/log need."""
+    pending, seen = [value], set()
+    while pending:
+        for use in pending.pop().uses:
+            user = use.operation
+            if isinstance(user, VECTOR_ONLY_OPS):
+                return True
+            if user not in seen and user.results:
+                seen.add(user)
+                pending.extend(user.results)
+    return False
+
+
+def _kept_axes(g: level2.GenericOperand) -> list[int]:
+    return [axis for axis, loop in enumerate(g.index_map) if loop is not None]
+
+
+def _reassociation(index_map: Loops) -> ArrayAttr[ArrayAttr[IntegerAttr]]:
+    """Groups of a tensor's dimensions around each non-broadcast one: a broadcast 1 joins
+    the group of the dimension before it (leading ones join the first group)."""
+    groups: list[list[int]] = []
+    pending: list[int] = []
+    for axis, loop in enumerate(index_map):
+        if loop is None:
+            (groups[-1] if groups else pending).append(axis)
+        else:
+            groups.append([*pending, axis])
+            pending = []
+    return ArrayAttr([ArrayAttr([IntegerAttr(a, i64) for a in group]) for group in groups])
