@@ -93,12 +93,17 @@ def convert_function(function: func.FuncOp) -> None:
         if isinstance(value.type, TensorType):
             raise level2.Level2ContractError(f.main.op, "a body reads only scalars from above it")
         env[value] = Scalar(value)
-    rules = HfusionBodyRules(Emitter(builder.insert, shapes.iteration_empty, shapes.fill), f.name)
-    rules.translate_all(f.compute_ops, env)
-    computed = env[f.value]
-    if not isinstance(computed, Scalar | Tensor):
-        raise level2.Level2ContractError(f.main.op, "a body computes a number, not a comparison")
-    result = shapes.finish(computed)
+    if 0 in shapes.loop_sizes:
+        result = shapes.nothing_to_compute()
+    else:
+        emitter = Emitter(builder.insert, shapes.iteration_empty, shapes.fill)
+        HfusionBodyRules(emitter, f.name).translate_all(f.compute_ops, env)
+        computed = env[f.value]
+        if not isinstance(computed, Scalar | Tensor):
+            raise level2.Level2ContractError(
+                f.main.op, "a body computes a number, not a comparison"
+            )
+        result = shapes.finish(computed)
     replaced = (f.narrowing or f.main.op).results[0]
     if result.type != replaced.type:
         raise level2.Level2ContractError(
@@ -248,13 +253,43 @@ class Shapes:
                 out = self.iteration_empty(f.final_truncf.result.type)
                 value = self.builder.insert(CastOp(value, out)).results[0]
             return value
-        value = self._sum(value, compute)
-        if f.narrowing is not None:
-            out = self.empty(
-                f.main.output.index_map, f.narrowing.results[0].type.get_element_type()
-            )  # type: ignore[attr-defined]
-            value = self.builder.insert(CastOp(value, out)).results[0]
-        return value
+        return self._narrowed(self._sum(value, compute))
+
+    def nothing_to_compute(self) -> SSAValue:
+        """The result of a statically empty iteration space: an empty tensor, or, where it is
+        summed into a non-empty result, the sum of nothing (the fill's constant), rounded
+        like any sum. (AscendNPU IR 1.2.0 dies of a segmentation fault on the named ops
+        over an empty tensor.)"""
+        f = self.f
+        if not f.reduces:
+            element = (f.final_truncf.result if f.final_truncf else f.value).type
+            return self.iteration_empty(element)
+        compute = f.value.type
+        output_map = f.main.output.index_map
+        out = self.empty(output_map, compute)
+        value = self.builder.insert(
+            FillOp([self._init_constant(compute)], [out], [out.type])
+        ).results[0]
+        return self._narrowed(value)
+
+    def _init_constant(self, compute: Attribute) -> SSAValue:
+        accumulation = self.f.main.accumulation
+        if accumulation is None or accumulation.init is None:
+            raise level2.Level2ContractError(
+                self.f.main.op, "a sum starts from a linalg.fill constant"
+            )
+        return self.builder.insert(
+            arith.ConstantOp(FloatAttr(accumulation.init, compute))  # type: ignore[arg-type]
+        ).result
+
+    def _narrowed(self, value: SSAValue) -> SSAValue:
+        """A sum rounded to the result type by the narrowing generic's cast, if there is one."""
+        narrowing = self.f.narrowing
+        if narrowing is None:
+            return value
+        element = narrowing.results[0].type.get_element_type()  # type: ignore[attr-defined]
+        out = self.empty(self.f.main.output.index_map, element)
+        return self.builder.insert(CastOp(value, out)).results[0]
 
     def _sum(self, value: SSAValue, compute: Attribute) -> SSAValue:
         """`linalg.reduce` over the reduction loops, reshaped to the output's broadcast 1s."""
@@ -263,11 +298,7 @@ class Shapes:
         assert accumulation is not None
         output_map = main.output.index_map
         kept: Loops = tuple(loop for loop in output_map if loop is not None)
-        if accumulation.init is None:
-            raise level2.Level2ContractError(main.op, "a sum starts from a linalg.fill constant")
-        init_value = self.builder.insert(
-            arith.ConstantOp(FloatAttr(accumulation.init, compute))  # type: ignore[arg-type]
-        ).result
+        init_value = self._init_constant(compute)
         init_empty = self.empty(kept, compute)
         init = self.builder.insert(FillOp([init_value], [init_empty], [init_empty.type])).results[0]
         reduced = [loop for loop in self.iteration if main.reduction_loops[loop]]

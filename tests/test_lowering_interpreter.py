@@ -17,13 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
-from xdsl.ir import Block, Region
 
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.context import make_context
-from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
 from lossgrad_compiler.interpreter import run_function
 from lossgrad_compiler.passes import lower_lossgrad
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
@@ -34,33 +30,10 @@ from tests.helpers.cases import (
     mixed_dtype_combinations,
     standard_cases,
 )
+from tests.helpers.modules import build_module
 from tests.helpers.tolerances import assert_close, bits
 
 OP_TYPES = tuple(spec.OPERATORS)
-
-
-def signature_shape(shape: tuple[int, ...], iteration: tuple[int, ...]) -> list[int]:
-    """The frontend's signature form: every dim dynamic except a broadcast static 1."""
-    offset = len(iteration) - len(shape)
-    return [
-        1 if d == 1 and iteration[offset + j] != 1 else DYNAMIC_INDEX for j, d in enumerate(shape)
-    ]
-
-
-def build_module(case: Case, *, dynamic: bool) -> ModuleOp:
-    """`func.func @f(grad_output, self, target)` returning the op's result, lossgrad level."""
-    iteration = tuple(case.checked.iteration_shape)  # type: ignore[arg-type]
-    types = []
-    for name in spec.INPUT_NAMES:
-        array = case.inputs[name]
-        shape = signature_shape(array.shape, iteration) if dynamic else list(array.shape)
-        types.append(TensorType(MLIR_FLOAT_TYPES[spec.float_type(array.dtype).mlir], shape))
-    block = Block(arg_types=types)
-    attrs = spec.check_attributes(spec.operator(case.op_type), case.attrs)
-    op = make_op(case.op_type, block.args[0], block.args[1], block.args[2], attrs)
-    block.add_ops([op, func.ReturnOp(op.result)])
-    function = func.FuncOp("f", (types, [op.result.type]), Region(block))
-    return ModuleOp([function])
 
 
 def run_lowered(case: Case, *, dynamic: bool) -> np.ndarray:

@@ -21,7 +21,7 @@ from lossgrad_compiler.context import make_context
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import make_case, mixed_dtype_combinations, standard_cases
 from tests.helpers.ir import lossgrad_ops
-from tests.test_lowering_interpreter import build_module
+from tests.helpers.modules import build_module
 
 
 def find_mlir_opt() -> str | None:

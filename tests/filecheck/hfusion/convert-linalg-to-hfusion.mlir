@@ -222,3 +222,40 @@ func.func @kl_rank0(%g: tensor<f32>, %x: tensor<f32>, %t: tensor<f32>) -> tensor
 // CHECK-NEXT:    %[[M:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[GE]], %t : tensor<f32>, tensor<f32>)
 // CHECK-NEXT:    %[[R:.*]] = linalg.elemwise_unary {fun = #linalg.unary_fn<negf>} ins(%[[M]] : tensor<f32>)
 // CHECK-NEXT:    func.return %[[R]] : tensor<f32>
+
+func.func @kl_target_empty(%g: tensor<f32>, %x: tensor<0x3xf16>, %t: tensor<1x3xf16>) -> tensor<1x3xf16> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "sum", log_target = 0 : i64}} {
+  %init = tensor.empty() : tensor<1x3xf32>
+  %zero = arith.constant 0.000000e+00 : f32
+  %zeros = linalg.fill ins(%zero : f32) outs(%init : tensor<1x3xf32>) -> tensor<1x3xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (0, d1)>, affine_map<(d0, d1) -> (0, d1)>], iterator_types = ["reduction", "parallel"]} ins(%g, %x, %t : tensor<f32>, tensor<0x3xf16>, tensor<1x3xf16>) outs(%zeros : tensor<1x3xf32>) {
+  ^bb0(%0: f32, %1: f16, %2: f16, %3: f32):
+    %4 = arith.extf %1 : f16 to f32
+    %5 = arith.extf %2 : f16 to f32
+    %6 = arith.constant 1.000000e+00 : f32
+    %7 = math.log %5 : f32
+    %8 = arith.addf %7, %6 : f32
+    %9 = arith.subf %8, %4 : f32
+    %10 = arith.mulf %0, %9 : f32
+    %11 = arith.constant 0.000000e+00 : f32
+    %12 = arith.cmpf oeq, %5, %11 : f32
+    %13 = arith.select %12, %11, %10 : f32
+    %14 = arith.addf %3, %13 : f32
+    linalg.yield %14 : f32
+  } -> tensor<1x3xf32>
+  %init_1 = tensor.empty() : tensor<1x3xf16>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%sum : tensor<1x3xf32>) outs(%init_1 : tensor<1x3xf16>) {
+  ^bb0(%15: f32, %16: f16):
+    %17 = arith.truncf %15 : f32 to f16
+    linalg.yield %17 : f16
+  } -> tensor<1x3xf16>
+  func.return %r : tensor<1x3xf16>
+}
+// A statically empty iteration space computes nothing: the sum of no element is the fill's
+// 0, rounded once. (AscendNPU IR 1.2.0 crashes on named ops over empty tensors.)
+// CHECK-LABEL: func.func @kl_target_empty(
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<1x3xf32>
+// CHECK-NEXT:    %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[S:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%[[E]] : tensor<1x3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %[[EH:.*]] = tensor.empty() : tensor<1x3xf16>
+// CHECK-NEXT:    %[[R:.*]] = hfusion.cast {round_mode = #hfusion.round_mode<rint>} ins(%[[S]] : tensor<1x3xf32>) outs(%[[EH]] : tensor<1x3xf16>) -> tensor<1x3xf16>
+// CHECK-NEXT:    func.return %[[R]] : tensor<1x3xf16>
