@@ -2,6 +2,7 @@
 
     lossgrad-compile IN.onnx -o OUT.onnx [--target onnx|ort] [--mode functions|inline]
     lossgrad-compile IN.onnx -o DIR --target ascendc [--soc ascend910b]
+    lossgrad-compile IN.onnx -o DIR --target ascendnpu-ir [--soc ascend910b]
     lossgrad-compile IN.onnx -o OUT.vmfb --target iree [--iree-backend llvm-cpu|cuda|rocm|vulkan]
     lossgrad-compile IN.onnx -o OUT.onnx --fuse-only
 
@@ -45,6 +46,7 @@ from lossgrad_compiler.output_files import (
 PROG = "lossgrad-compile"
 DEFAULT_SOC = "ascend910b"
 PROGRESS_MIN_NODES = 1000  # below this a compile takes well under a second: no bar
+ASCEND_TARGETS = ("ascendc", "ascendnpu-ir")  # they write directories and take --soc
 
 
 class Unavailable(Exception):
@@ -68,11 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        choices=("onnx", "ort", "ascendc", "iree"),
+        choices=("onnx", "ort", "ascendc", "iree", "ascendnpu-ir"),
         default="onnx",
         help="onnx: standard ONNX; ort: the functions model plus the native kernel library "
         "beside it; ascendc: a CANN custom-operator project; iree: the whole model as one "
-        "IREE module (.vmfb) (default: onnx)",
+        "IREE module (.vmfb); ascendnpu-ir: per signature, the HFusion form, its HIVM IR "
+        "from AscendNPU IR's bishengir-opt and the bishengir-compile command (default: onnx)",
     )
     parser.add_argument(
         "--mode",
@@ -80,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="functions: keep the nodes, add one model-local function per signature; "
         "inline: replace each node by standard nodes (default: functions; onnx and ort only)",
     )
-    parser.add_argument("--soc", help=f"Ascend SoC for --target ascendc (default: {DEFAULT_SOC})")
+    parser.add_argument(
+        "--soc", help=f"Ascend SoC for --target ascendc and ascendnpu-ir (default: {DEFAULT_SOC})"
+    )
     parser.add_argument(
         "--iree-backend",
         choices=("llvm-cpu", "cuda", "rocm", "hip", "vulkan"),
@@ -112,12 +117,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.output:
         parser.error("-o needs a path")
-    if args.target == "ascendc" and args.mode is not None:
-        parser.error("--mode applies to --target onnx and ort, not to ascendc")
+    if args.target in ASCEND_TARGETS and args.mode is not None:
+        parser.error(f"--mode applies to --target onnx and ort, not to {args.target}")
     if args.target == "ort" and args.mode == "inline":
         parser.error("--target ort writes the functions model; drop --mode inline")
-    if args.target != "ascendc" and args.soc is not None:
-        parser.error(f"--soc applies to --target ascendc only, not to {args.target}")
+    if args.target not in ASCEND_TARGETS and args.soc is not None:
+        parser.error(f"--soc applies to --target ascendc and ascendnpu-ir, not to {args.target}")
     if args.target == "iree" and args.mode is not None:
         parser.error("--mode applies to --target onnx and ort, not to iree")
     for option in ("iree_backend", "iree_arch"):
@@ -154,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
     if args.target == "ascendc":
-        return _compile_ascendc(args, project_directory(args.output))
+        return _compile_ascendc(args, project_directory(args.output, args.target))
+    if args.target == "ascendnpu-ir":
+        return _compile_ascendnpu_ir(args, project_directory(args.output, args.target))
     if args.target == "iree":
         return _compile_iree(args)
     # defers xDSL and the compiler: `--help` and usage errors answer without them
@@ -228,22 +235,24 @@ def model_output_path(output: str, source: Path) -> Path:
     return path
 
 
-def project_directory(output: str) -> Path:
-    """`-o` for --target ascendc: a directory (a link to one is followed), or a new path."""
+def project_directory(output: str, target: str = "ascendc") -> Path:
+    """`-o` for --target ascendc and ascendnpu-ir: a directory (a link to one is followed), or
+    a new path."""
     path = Path(output)
     try:
         info = os.stat(path)
     except FileNotFoundError:
         if path.is_symlink():
             raise OutputError(
-                f"'{path}' is a dangling symbolic link; --target ascendc writes a project directory"
+                f"'{path}' is a dangling symbolic link; --target {target} writes a project "
+                "directory"
             ) from None
         return path
     except OSError as err:
         raise OutputError(f"cannot write '{path}': {err.strerror or err}") from None
     if not stat.S_ISDIR(info.st_mode):
         raise OutputError(
-            f"'{path}' is a {file_kind(info.st_mode)}; --target ascendc writes a project directory"
+            f"'{path}' is a {file_kind(info.st_mode)}; --target {target} writes a project directory"
         )
     return path
 
@@ -284,6 +293,37 @@ def _compile_ascendc(args: argparse.Namespace, out_dir: Path) -> list[str]:
         f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
         f"distinct signatures; target ascendc ({soc}); {seconds:.3f} s",
         f"wrote the project to {out_dir}",
+    ]
+
+
+def _compile_ascendnpu_ir(args: argparse.Namespace, out_dir: Path) -> list[str]:
+    try:  # defers the AscendNPU IR backend, which only `--target ascendnpu-ir` needs
+        from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget, tool, write_outputs
+    except ImportError as err:
+        raise Unavailable(
+            f"target 'ascendnpu-ir' is unavailable in this installation ({err})"
+        ) from None
+    # defers xDSL and the compiler: `--help` and usage errors answer without them
+    from lossgrad_compiler.driver import import_checked, load_model
+
+    target = AscendNpuIrTarget(args.soc)
+    tool("bishengir-opt")  # before any work: one line naming the extra if it is missing
+    source, lines = _fused(load_model(args.input), args)
+    start = time.perf_counter()
+    imported = import_checked(source)
+    summaries = write_outputs(imported.signatures.values(), out_dir, target)
+    seconds = time.perf_counter() - start
+    per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
+    kernels = sum(len(s["kernels"]) for s in summaries)
+    vector_ops = sum(k["vector_op_count"] for s in summaries for k in s["kernels"])
+    return [
+        *lines,
+        f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
+        f"distinct signatures; target ascendnpu-ir ({args.soc}, {target.device}, block dim "
+        f"{target.block_dim}); {seconds:.3f} s",
+        f"bishengir-opt outlined {kernels} device kernels with {vector_ops} HIVM vector ops",
+        f"wrote the HFusion form, HIVM IR, bishengir-compile command and summary of each "
+        f"signature to {out_dir}",
     ]
 
 

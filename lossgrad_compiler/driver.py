@@ -193,11 +193,16 @@ def compile_signatures(
     return {s.id: _COMPILED[s.id] for s in signatures}, [s.id for s in missing], cached
 
 
-def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
-    """The frontend and lower-lossgrad only: the ascendc target starts from here."""
+def import_checked(model: ModelProto | bytes | str | Path) -> ImportedModel:
+    """The frontend only: the model's checked nodes and their signatures."""
     working = load_model(model)
     check_structure(working)
-    imported = import_model(working)
+    return import_model(working)
+
+
+def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
+    """The frontend and lower-lossgrad only: the ascendc target starts from here."""
+    imported = import_checked(model)
     return imported, lower_signatures(imported.signatures.values())
 
 

@@ -484,7 +484,7 @@ def test_a_directory_output_must_not_be_the_inputs_folder(tmp_path: Path, capsys
         (["--target", "ascendc", "--mode", "inline"], "--mode applies to --target onnx and ort"),
         (["--target", "ascendc", "--mode", "functions"], "--mode applies to --target onnx"),
         (["--target", "ort", "--mode", "inline"], "drop --mode inline"),
-        (["--soc", "ascend950"], "--soc applies to --target ascendc only"),
+        (["--soc", "ascend950"], "--soc applies to --target ascendc and ascendnpu-ir, not to onnx"),
         (["-o", ""], "-o needs a path"),
     ],
 )
