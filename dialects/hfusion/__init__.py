@@ -8,7 +8,8 @@ Two dialects, named after the AscendNPU IR dialects they model:
   ops `linalg.elemwise_binary` / `linalg.elemwise_unary` with `#linalg.binary_fn<...>` /
   `#linalg.unary_fn<...>`, which upstream MLIR has and xDSL 0.74 does not;
 * `hacc`: the function attributes of a kernel entry, `hacc.entry` (a unit attribute) and
-  `hacc.function_kind = #hacc.function_kind<HOST>`.
+  `hacc.function_kind = #hacc.function_kind<HOST>`, and `hacc.host_func_type`, which marks
+  the one `host_entry` function the compiler's CPU runner starts from.
 
 xDSL finds a registered dialect by the prefix of an op's name, and `linalg` is xDSL's own,
 so `linalg.elemwise_*` can only be found once this dialect is loaded: the project's context
@@ -30,6 +31,8 @@ from lossgrad_compiler.dialects.hfusion.attributes import (
     CompareFnAttr,
     FunctionKind,
     FunctionKindAttr,
+    HostFuncType,
+    HostFuncTypeAttr,
     RoundMode,
     RoundModeAttr,
     UnaryFn,
@@ -50,6 +53,8 @@ HACC_ENTRY = "hacc.entry"
 """Unit function attribute: the function is a kernel entry."""
 HACC_FUNCTION_KIND = "hacc.function_kind"
 """Function attribute: `#hacc.function_kind<HOST>` for what the compiler is given."""
+HACC_HOST_FUNC_TYPE = "hacc.host_func_type"
+"""Function attribute: what a host function is for (`#hacc.host_func_type<host_entry>`)."""
 
 Hfusion = Dialect(
     "hfusion",
@@ -57,12 +62,13 @@ Hfusion = Dialect(
     [BinaryFnAttr, UnaryFnAttr, RoundModeAttr, CompareFnAttr],
 )
 
-Hacc = Dialect("hacc", [], [FunctionKindAttr])
+Hacc = Dialect("hacc", [], [FunctionKindAttr, HostFuncTypeAttr])
 
 __all__ = [
     "COMPARE_FUNCTIONS",
     "HACC_ENTRY",
     "HACC_FUNCTION_KIND",
+    "HACC_HOST_FUNC_TYPE",
     "HFUSION_FORM_OPS",
     "BinaryFn",
     "BinaryFnAttr",
@@ -77,6 +83,8 @@ __all__ = [
     "FunctionKindAttr",
     "Hacc",
     "Hfusion",
+    "HostFuncType",
+    "HostFuncTypeAttr",
     "RoundMode",
     "RoundModeAttr",
     "SelectOp",

@@ -88,6 +88,20 @@ class FunctionKind(StrEnum):
     DEVICE = "DEVICE"
 
 
+class HostFuncType(StrEnum):
+    """HACCAttrs.td's HostFuncType cases (AscendNPU IR's CPU runner starts from the one
+    `host_entry` function of a module)."""
+
+    HOST_ENTRY = "host_entry"
+    TILING_FUNCTION = "tiling_function"
+    INFER_OUTPUT_SHAPE_FUNCTION = "infer_output_shape_function"
+    INFER_WORKSPACE_SHAPE_FUNCTION = "infer_workspace_shape_function"
+    INFER_SYNC_BLOCK_LOCK_NUM_FUNCTION = "infer_sync_block_lock_num_function"
+    INFER_SYNC_BLOCK_LOCK_INIT_FUNCTION = "infer_sync_block_lock_init_function"
+    GET_TILING_STRUCT_SIZE_FUNCTION = "get_tiling_struct_size_function"
+    INFER_TASK_TYPE_FUNCTION = "infer_task_type_function"
+
+
 @irdl_attr_definition
 class BinaryFnAttr(InAngles, EnumAttribute[BinaryFn]):
     name = "linalg.binary_fn"
@@ -111,3 +125,8 @@ class CompareFnAttr(InAngles, EnumAttribute[CompareFn]):
 @irdl_attr_definition
 class FunctionKindAttr(InAngles, EnumAttribute[FunctionKind]):
     name = "hacc.function_kind"
+
+
+@irdl_attr_definition
+class HostFuncTypeAttr(InAngles, EnumAttribute[HostFuncType]):
+    name = "hacc.host_func_type"

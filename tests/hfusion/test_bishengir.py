@@ -9,7 +9,6 @@ so that the message names the signature class."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import ml_dtypes
@@ -17,8 +16,7 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-if importlib.util.find_spec("ascendnpuir") is None:
-    pytest.skip("needs AscendNPU IR: pip install -e '.[ascend]'", allow_module_level=True)
+pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.[ascend]'")
 
 from lossgrad_compiler.backends.ascendnpu_ir import (
     AscendNpuIrTarget,

@@ -1,0 +1,175 @@
+"""Running the kernels AscendNPU IR schedules, on this CPU: `evaluate` with the call shape of
+`reference.evaluate`, and `evaluate_calls` for many calls (backends/ascendnpu_ir/
+cpu_runner.py builds one library per signature).
+
+Each call is validated by the operator contract first (errors carry the aclnn codes). Then,
+as the host does on a device, it asks the kernel's tiling function for the tiling key and
+struct and calls the kernel's C interface with memref descriptors of the numpy arrays. The
+kernel returns its result in a buffer it allocated; it is copied and freed."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
+from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget
+from lossgrad_compiler.frontend.signature import signature_of
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.free.argtypes = [ctypes.c_void_p]
+
+
+@dataclass(frozen=True)
+class Call:
+    op_type: str
+    inputs: Mapping[str, Any]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _descriptor_type(rank: int) -> type[ctypes.Structure]:
+    """MLIR's ranked memref descriptor: allocated, aligned, offset, sizes, strides."""
+    fields: list[tuple[str, Any]] = [
+        ("allocated", ctypes.c_void_p),
+        ("aligned", ctypes.c_void_p),
+        ("offset", ctypes.c_int64),
+    ]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})
+
+
+def _descriptor(array: np.ndarray) -> ctypes.Structure:
+    descriptor = _descriptor_type(array.ndim)()
+    descriptor.allocated = descriptor.aligned = array.ctypes.data
+    descriptor.offset = 0
+    for axis in range(array.ndim):
+        descriptor.sizes[axis] = array.shape[axis]
+        descriptor.strides[axis] = array.strides[axis] // array.itemsize
+    return descriptor
+
+
+def _expanded(descriptor: ctypes.Structure, rank: int) -> list[Any]:
+    """A descriptor as the separate arguments of MLIR's default calling convention."""
+    fields = [
+        ctypes.c_void_p(descriptor.allocated),
+        ctypes.c_void_p(descriptor.aligned),
+        ctypes.c_int64(descriptor.offset),
+    ]
+    fields += [ctypes.c_int64(descriptor.sizes[a]) for a in range(rank)]
+    return fields + [ctypes.c_int64(descriptor.strides[a]) for a in range(rank)]
+
+
+def _copied(descriptor: ctypes.Structure, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The elements a result descriptor points at, as a new array."""
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.zeros(shape, dtype)
+    strides = [descriptor.strides[a] * dtype.itemsize for a in range(len(shape))]
+    span = sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + dtype.itemsize
+    start = descriptor.aligned + descriptor.offset * dtype.itemsize
+    raw = (ctypes.c_char * span).from_address(start)
+    view = np.lib.stride_tricks.as_strided(
+        np.frombuffer(raw, np.uint8).view(dtype), shape=shape, strides=strides
+    )
+    return np.array(view)
+
+
+class RunnerLibrary:
+    """The scheduled kernels of some signatures, loaded: one call at a time."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.library = ctypes.CDLL(str(path))
+
+    def _function(self, name: str, restype: Any, argtypes: list[Any]) -> Any:
+        function = getattr(self.library, name)
+        function.restype, function.argtypes = restype, argtypes
+        return function
+
+    def _has(self, name: str) -> bool:
+        return hasattr(self.library, name)
+
+    def _tiling(self, name: str, arrays: list[np.ndarray]) -> list[Any]:
+        """The tiling key and struct the kernel's tiling function gives for these arrays, as
+        the kernel's last arguments (pointers); none for a kernel that is not tiled (0-d)."""
+        size_function = f"{name}_get_tiling_struct_size_function"
+        if not self._has(size_function):
+            return []
+        size = self._function(size_function, ctypes.c_int64, [])()
+        tiling = np.zeros(max(size, 1), np.int64)
+        key = ctypes.c_int64(-1)
+        descriptor = _descriptor(tiling)
+        arguments = [x for a in arrays for x in _expanded(_descriptor(a), a.ndim)] + [
+            ctypes.cast(ctypes.byref(key), ctypes.c_void_p),
+            *_expanded(descriptor, 1),
+        ]
+        function = self._function(f"{name}_tiling_function", None, [type(a) for a in arguments])
+        function(*arguments)
+        return [key, descriptor, tiling]  # the array keeps the descriptor's memory alive
+
+    def run(self, name: str, inputs: Sequence[np.ndarray], result: np.ndarray) -> np.ndarray:
+        """Run kernel `name` as the host would: tiling, then the kernel; the result array."""
+        arrays = [*inputs, result]
+        descriptors = [_descriptor(a) for a in arrays]
+        tiling = self._tiling(name, arrays)
+        pointers = [ctypes.addressof(d) for d in descriptors]
+        pointers += [ctypes.addressof(t) for t in tiling[:2]]
+        returned = _descriptor_type(result.ndim)()
+        kernel = self._function(
+            f"_mlir_ciface_{name}", None, [ctypes.c_void_p] * (len(pointers) + 1)
+        )
+        kernel(ctypes.addressof(returned), *pointers)
+        values = _copied(returned, result.shape, result.dtype)
+        if returned.allocated and returned.allocated not in {a.ctypes.data for a in arrays}:
+            _LIBC.free(returned.allocated)
+        return values
+
+
+def evaluate(
+    op_type: str,
+    inputs: Mapping[str, Any],
+    attrs: Mapping[str, Any] | None = None,
+    target: AscendNpuIrTarget | None = None,
+    *,
+    schedule: bool = True,
+) -> np.ndarray:
+    """The result of one call computed by AscendNPU IR's scheduled kernel on this CPU
+    (`schedule=False`: the HFusion form without HFusion's fusion and auto-schedule)."""
+    return evaluate_calls([Call(op_type, inputs, dict(attrs or {}))], target, schedule=schedule)[0]
+
+
+def evaluate_calls(
+    calls: Sequence[Call], target: AscendNpuIrTarget | None = None, *, schedule: bool = True
+) -> list[np.ndarray]:
+    """Many calls: every call validated first, then one library per signature."""
+    target = target or AscendNpuIrTarget()
+    prepared = [_prepared(call) for call in calls]
+    if not prepared:
+        return []
+    libraries: dict[str, RunnerLibrary] = {}
+    results = []
+    for checked, arrays in prepared:
+        signature = signature_of(checked)
+        if signature.id not in libraries:
+            path = runner_library(signature, target, schedule=schedule)
+            libraries[signature.id] = RunnerLibrary(path)
+        result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
+        inputs = [arrays[n] for n in spec.INPUT_NAMES]
+        results.append(libraries[signature.id].run(signature.id, inputs, result))
+    return results
+
+
+def _prepared(call: Call) -> tuple[spec.CheckedCall, dict[str, np.ndarray]]:
+    arrays = {n: (None if v is None else np.asarray(v)) for n, v in call.inputs.items()}
+    infos = {
+        n: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
+        for n, a in arrays.items()
+    }
+    checked = spec.validate(call.op_type, infos, call.attrs)
+    return checked, {n: np.require(arrays[n], requirements="C") for n in spec.INPUT_NAMES}
