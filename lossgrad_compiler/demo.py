@@ -132,6 +132,40 @@ def _iree_unavailable() -> str | None:
     return None
 
 
+def _prepare_ascendnpu_ir(model: ModelProto) -> Runner:
+    """Each node's kernel as AscendNPU IR schedules it (lossgrad-compile --target
+    ascendnpu-ir), run on this CPU by the compiler's own CPU-runner lowering."""
+    # defers AscendNPU IR, xDSL and the compiler until the backend runs
+    from lossgrad_compiler.runtime import ascendnpu_ir
+
+    def run(feeds: Feeds) -> dict[str, np.ndarray]:
+        values: dict[str, np.ndarray] = dict(feeds)
+        for node in model.graph.node:
+            inputs = {n: values[v] for n, v in zip(spec.INPUT_NAMES, node.input, strict=True)}
+            attrs = lo.attributes_from_node(node)
+            values[node.output[0]] = ascendnpu_ir.evaluate(node.op_type, inputs, attrs)
+        return {out.name: values[out.name] for out in model.graph.output}
+
+    return run
+
+
+def _ascendnpu_ir_unavailable() -> str | None:
+    # defers AscendNPU IR and llvmlite until the backend is asked for
+    from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import llvmlite_binding, mlir_translate
+    from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
+        AscendNpuIrUnavailableError,
+        tool,
+    )
+
+    try:
+        tool("bishengir-opt")
+        mlir_translate()
+        llvmlite_binding()
+    except AscendNpuIrUnavailableError as err:
+        return str(err)
+    return None
+
+
 BACKENDS: list[Backend] = [
     Backend(
         "onnx-reference",
@@ -159,6 +193,13 @@ BACKENDS: list[Backend] = [
         "lossgrad-compile --target iree: the model as one IREE module, llvm-cpu, local-task",
         _prepare_iree,
         _iree_unavailable,
+    ),
+    Backend(
+        "ascendnpu-ir",
+        "lossgrad-compile --target ascendnpu-ir: each node's kernel as AscendNPU IR schedules "
+        "it, run by the compiler's CPU runner",
+        _prepare_ascendnpu_ir,
+        _ascendnpu_ir_unavailable,
     ),
 ]
 

@@ -140,14 +140,17 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
 
     @level2.rule(arith.NegfOp, math.ExpOp, math.LogOp)
     def unary(self, op: Operation, operands: Sequence[Value]) -> Value:
+        return self.elementwise_unary(op, operands, _UNARY[type(op)])
+
+    def elementwise_unary(self, op: Operation, operands: Sequence[Value], fn: UnaryFn) -> Value:
+        """`linalg.elemwise_unary {fun = fn}` on a tensor; on a scalar, the scalar op itself
+        where the scalar unit has it."""
         (value,) = self._numbers(op, operands)
         if isinstance(value, Scalar) and not isinstance(op, VECTOR_ONLY_OPS):
             return self._scalar(type(op)(value.value))  # type: ignore[call-arg]
         value = self._tensor(value, op.results[0].type)
         out = self.emit.empty(op.results[0].type)
-        return Tensor(
-            self.emit.insert(ElemwiseUnaryOp(value.value, out, _UNARY[type(op)])).results[0]
-        )
+        return Tensor(self.emit.insert(ElemwiseUnaryOp(value.value, out, fn)).results[0])
 
     @level2.rule(arith.ExtFOp, arith.TruncFOp)
     def cast(self, op: Operation, operands: Sequence[Value]) -> Value:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from xdsl.builder import Builder
-from xdsl.dialects import arith, func, math
-from xdsl.dialects.builtin import IndexType, ModuleOp, f32
+from xdsl.dialects import arith, func, math, tensor
+from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType, f32
 from xdsl.ir import Block, Operation
 from xdsl.rewriter import InsertPoint
 
@@ -21,7 +21,9 @@ from lossgrad_compiler.backends.onnx.translator import translate_function
 from lossgrad_compiler.backends.ort.scalar_ops import CxxScalarOps, ScalarPrinter
 from lossgrad_compiler.context import parse_module
 from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.dialects import hfusion as hf
 from lossgrad_compiler.passes.ascendc_body_rules import AscendcBodyRules, Tile, Value
+from lossgrad_compiler.passes.hfusion_body_rules import Emitter, HfusionBodyRules, Tensor
 from lossgrad_compiler.runtime.ort_io import make_session, run_session
 
 NEW_OP = math.AbsFOp
@@ -71,13 +73,23 @@ class AscendcWithAbs(AscendcBodyRules):
         return self._unary(asc.AbsOp, op, operands[0])
 
 
+class HfusionWithAbs(HfusionBodyRules):
+    REQUIRED = HfusionBodyRules.REQUIRED | {NEW_OP}
+
+    @level2.rule(NEW_OP)
+    def absf(self, op: Operation, operands: Sequence[object]) -> object:
+        return self.elementwise_unary(op, operands, hf.UnaryFn.ABS)  # type: ignore[arg-type]
+
+
 def test_the_contract_rejects_the_op_until_it_is_listed() -> None:
     with pytest.raises(level2.Level2ContractError, match=r"'math\.absf'"):
         level2.verify_level2(abs_module())
     level2.verify_level2(abs_module(), body_ops=level2.BODY_OPS | {NEW_OP})
 
 
-@pytest.mark.parametrize("dispatch", [OnnxScalarOps, CxxScalarOps, AscendcBodyRules])
+@pytest.mark.parametrize(
+    "dispatch", [OnnxScalarOps, CxxScalarOps, AscendcBodyRules, HfusionBodyRules]
+)
 def test_a_backend_without_the_rule_fails_when_it_is_defined(dispatch: type) -> None:
     with pytest.raises(TypeError, match=r"has no rule for math\.absf"):
         type("Incomplete", (dispatch,), {"REQUIRED": dispatch.REQUIRED | {NEW_OP}})
@@ -122,3 +134,22 @@ def test_the_ascendc_rules_build_the_vector_op() -> None:
     assert isinstance(result, Tile)
     (abs_op,) = [o for o in compute.ops if isinstance(o, asc.AbsOp)]
     assert abs_op.operands[0] == result.local
+
+
+def test_the_hfusion_rules_build_the_named_op() -> None:
+    block = Block(arg_types=[TensorType(f32, [4])])
+    built: list[Operation] = []
+
+    def insert(op: Operation) -> Operation:
+        built.append(op)
+        return op
+
+    def empty(element: object) -> object:
+        return insert(tensor.EmptyOp([], TensorType(element, [4]))).results[0]  # type: ignore[arg-type]
+
+    rules = HfusionWithAbs(Emitter(insert, empty, lambda v, e: v), "f")  # type: ignore[arg-type]
+    result = rules.translate(NEW_OP(Block(arg_types=[f32]).args[0]), [Tensor(block.args[0])])
+    assert isinstance(result, Tensor)
+    (named,) = [o for o in built if isinstance(o, hf.ElemwiseUnaryOp)]
+    assert named.fun.data is hf.UnaryFn.ABS and named.inputs[0] == block.args[0]
+    named.verify()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,10 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
 from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget
 from lossgrad_compiler.frontend.signature import signature_of
+from lossgrad_compiler.runtime.calls import Call, checked_call
 
 _LIBC = ctypes.CDLL(None)
 _LIBC.free.argtypes = [ctypes.c_void_p]
-
-
-@dataclass(frozen=True)
-class Call:
-    op_type: str
-    inputs: Mapping[str, Any]
-    attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _descriptor_type(rank: int) -> type[ctypes.Structure]:
@@ -149,7 +142,7 @@ def evaluate_calls(
 ) -> list[np.ndarray]:
     """Many calls: every call validated first, then one library per signature."""
     target = target or AscendNpuIrTarget()
-    prepared = [_prepared(call) for call in calls]
+    prepared = [checked_call(call) for call in calls]
     if not prepared:
         return []
     libraries: dict[str, RunnerLibrary] = {}
@@ -163,13 +156,3 @@ def evaluate_calls(
         inputs = [arrays[n] for n in spec.INPUT_NAMES]
         results.append(libraries[signature.id].run(signature.id, inputs, result))
     return results
-
-
-def _prepared(call: Call) -> tuple[spec.CheckedCall, dict[str, np.ndarray]]:
-    arrays = {n: (None if v is None else np.asarray(v)) for n, v in call.inputs.items()}
-    infos = {
-        n: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
-        for n, a in arrays.items()
-    }
-    checked = spec.validate(call.op_type, infos, call.attrs)
-    return checked, {n: np.require(arrays[n], requirements="C") for n in spec.INPUT_NAMES}

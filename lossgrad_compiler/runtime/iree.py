@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,9 @@ from lossgrad_compiler.backends.iree.targets import iree_module
 from lossgrad_compiler.backends.iree.whole_model import INTERFACE_KEY, ModelInterface
 from lossgrad_compiler.errors import BroadcastError
 from lossgrad_compiler.frontend.signature import signature_of
+from lossgrad_compiler.runtime.calls import Call, checked_call
 
 DEVICES = ("local-task", "local-sync")
-
-
-@dataclass(frozen=True)
-class Call:
-    op_type: str
-    inputs: Mapping[str, Any]
-    attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
 class LoadedModule:
@@ -85,7 +78,7 @@ def evaluate_calls(
     target = target or IreeTarget()
     if target.backend != "llvm-cpu":
         raise ValueError(f"only llvm-cpu modules run on this machine, not {target.backend}")
-    prepared = [_prepared(call) for call in calls]
+    prepared = [checked_call(call) for call in calls]
     if not prepared:
         return []
     path = compile_signatures([signature_of(checked) for checked, _ in prepared], target)
@@ -96,16 +89,6 @@ def evaluate_calls(
         out = module(name, *(arrays[n] for n in spec.INPUT_NAMES))
         results.append(out.astype(checked.result_type.dtype, copy=False))
     return results
-
-
-def _prepared(call: Call) -> tuple[spec.CheckedCall, dict[str, np.ndarray]]:
-    arrays = {n: (None if v is None else np.asarray(v)) for n, v in call.inputs.items()}
-    infos = {
-        n: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
-        for n, a in arrays.items()
-    }
-    checked = spec.validate(call.op_type, infos, call.attrs)
-    return checked, {n: np.asarray(arrays[n], order="C") for n in spec.INPUT_NAMES}
 
 
 class SessionInputError(ValueError):

@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr, f32
@@ -91,7 +92,7 @@ def mlir_translate() -> str:
     )
 
 
-def _llvmlite():  # type: ignore[no-untyped-def]
+def llvmlite_binding() -> Any:
     try:  # deferred: llvmlite (LLVM itself) is loaded only to build a runner
         import llvmlite.binding as llvm
     except ImportError:
@@ -172,7 +173,7 @@ buffer nothing wrote gives NaN, every time, instead of whatever malloc returned.
 
 def build_library(ir: str, path: Path) -> None:
     """LLVM IR → an object (llvmlite) → a shared library (gcc)."""
-    llvm = _llvmlite()
+    llvm = llvmlite_binding()
     module = llvm.parse_assembly(ir + TRUNC_F32_TO_BF16)
     module.verify()
     # Unoptimised code: the checks are of numbers, and LLVM's O2 takes longer than the run.
