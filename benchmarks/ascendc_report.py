@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/ascendc_report.py                    # none and mean, 1M elements
     .venv/bin/python benchmarks/ascendc_report.py --soc ascend950 --elements 5000000
     .venv/bin/python benchmarks/ascendc_report.py --reductions mean --details
+    .venv/bin/python benchmarks/ascendc_report.py --no-ascendnpu-ir  # without the vendor columns
 
 Per kernel: vector instructions per tile (and how many are Casts) beside CANN's A2 kernels
 for the same case (ascendc_cann.py; docs/ascend-c.md, "CANN's kernels"), vector repeats per
@@ -11,6 +12,11 @@ cores and tiles per core the tiling function gives for --elements. Where a kerne
 instructions than CANN's, the report says why, measured: the instructions left after
 taking out the Casts, and for CANN's half-precision KlDivTargetBackward sample, how many
 results its half arithmetic would change.
+
+With the extra `ascend` installed, a second table sets each kernel beside AscendNPU IR's plan
+for the same signature (ascendnpu_ir_plan.py): HIVM vector ops per element and how many are
+casts, the tile, the UB in use, and the vector cores its own tiling function gives work for
+--elements.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import argparse
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -37,6 +43,12 @@ try:  # imported as benchmarks.ascendc_report (the tests)
     from benchmarks.ascendc_cann import CannKernel, HalfMismatch, cann_kernel, sample_in_half
 except ModuleNotFoundError:  # run as a script: benchmarks/ is sys.path[0]
     from ascendc_cann import CannKernel, HalfMismatch, cann_kernel, sample_in_half
+
+if TYPE_CHECKING:
+    try:
+        from benchmarks.ascendnpu_ir_plan import VendorPlan
+    except ModuleNotFoundError:
+        from ascendnpu_ir_plan import VendorPlan
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -204,6 +216,48 @@ def table(reports: Sequence[KernelReport], elements: int, vector_cores: int) -> 
     return "\n".join(lines)
 
 
+def vendor_plans(
+    reports: Sequence[KernelReport], soc: str, elements: int
+) -> list[VendorPlan] | str:
+    """AscendNPU IR's plan per kernel, or why it is not available."""
+    try:  # deferred: AscendNPU IR and its CPU runner are an optional extra
+        try:
+            from benchmarks.ascendnpu_ir_plan import vendor_plan
+        except ModuleNotFoundError:
+            from ascendnpu_ir_plan import vendor_plan
+        return [
+            vendor_plan(r.op, _attrs(r), DTYPES[r.dtype], r.scalar_g, soc, elements)
+            for r in reports
+        ]
+    except (ImportError, RuntimeError) as err:
+        return f"AscendNPU IR's plan is not available: {err}"
+
+
+def _attrs(r: KernelReport) -> dict[str, Any]:
+    name, value = r.variant.split("=")
+    return {"reduction": r.reduction, name: float(value) if name == "beta" else int(value)}
+
+
+def vendor_table(
+    reports: Sequence[KernelReport], plans: Sequence[VendorPlan], elements: int, cores: int
+) -> str:
+    lines = [
+        f"| operator | variant | reduction | type | grad_output | vector ops (AscendNPU IR) | "
+        f"casts (AscendNPU IR) | tile (AscendNPU IR) | UB used (AscendNPU IR, est.) | "
+        f"cores @ {elements:,} (AscendNPU IR) |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r, p in zip(reports, plans, strict=True):
+        lines.append(
+            f"| {r.op} | {r.variant} | {r.reduction} | {r.dtype} | "
+            f"{'scalar' if r.scalar_g else 'tensor'} | {r.vector_ops} ({p.vector_ops}) | "
+            f"{r.casts} ({p.casts}) | {r.tile_length} ({p.tile}) | "
+            f"{r.ub_bytes:,} ({p.ub_bytes:,} = {p.buffers} x {p.tile * p.smallest_bytes:,}) | "
+            f"{r.cores(elements, cores)} ({p.blocks}) |"
+        )
+    return "\n".join(lines)
+
+
 def half_measurement(r: KernelReport) -> HalfMismatch | None:
     """The half-precision replay of CANN's kernel, where CANN computes in half."""
     if r.cann_kernel is None or r.cann_kernel.compute_bytes != 2:
@@ -218,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--elements", type=int, default=1_000_000, help="size for the core split")
     parser.add_argument("--reductions", default="none,mean", help="comma-separated reductions")
     parser.add_argument("--details", action="store_true", help="list each kernel's instructions")
+    parser.add_argument(
+        "--no-ascendnpu-ir", action="store_true", help="leave out AscendNPU IR's plan"
+    )
     args = parser.parse_args(argv)
     target = soc_named(args.soc)
     reports = [
@@ -236,6 +293,13 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"{len(low_ub)} using less than 90% of the UB.")  # fmt: skip
     for r in worse:
         print(f"  more than CANN: {r.label}: {excess_reason(r, half_measurement(r))}")
+    if not args.no_ascendnpu_ir:
+        plans = vendor_plans(reports, args.soc, args.elements)
+        if isinstance(plans, str):
+            print(f"\n{plans}")
+        else:
+            print("\nBeside AscendNPU IR's plan for the same signatures (in parentheses):\n")
+            print(vendor_table(reports, plans, args.elements, target.vector_cores))
     if args.details:
         for r in reports:
             g = "scalar" if r.scalar_g else "tensor"

@@ -74,6 +74,15 @@ def _copied(descriptor: ctypes.Structure, shape: tuple[int, ...], dtype: np.dtyp
     return np.array(view)
 
 
+class Tiling:
+    """A tiling key and struct, as the tiling function writes them for the kernel."""
+
+    def __init__(self, key: ctypes.c_int64, values: np.ndarray) -> None:
+        self.key = key
+        self.values = values  # kept alive: the descriptor points into it
+        self.descriptor = _descriptor(values)
+
+
 class RunnerLibrary:
     """The scheduled kernels of some signatures, loaded: one call at a time."""
 
@@ -88,31 +97,29 @@ class RunnerLibrary:
     def _has(self, name: str) -> bool:
         return hasattr(self.library, name)
 
-    def _tiling(self, name: str, arrays: list[np.ndarray]) -> list[Any]:
-        """The tiling key and struct the kernel's tiling function gives for these arrays, as
-        the kernel's last arguments (pointers); none for a kernel that is not tiled (0-d)."""
+    def tiling(self, name: str, arrays: Sequence[np.ndarray]) -> Tiling | None:
+        """What the kernel's tiling function gives for these arrays (inputs, then the result);
+        None for a kernel that is not tiled (0-d)."""
         size_function = f"{name}_get_tiling_struct_size_function"
         if not self._has(size_function):
-            return []
+            return None
         size = self._function(size_function, ctypes.c_int64, [])()
-        tiling = np.zeros(max(size, 1), np.int64)
-        key = ctypes.c_int64(-1)
-        descriptor = _descriptor(tiling)
-        arguments = [x for a in arrays for x in _expanded(_descriptor(a), a.ndim)] + [
-            ctypes.cast(ctypes.byref(key), ctypes.c_void_p),
-            *_expanded(descriptor, 1),
-        ]
+        tiling = Tiling(ctypes.c_int64(-1), np.zeros(max(size, 1), np.int64))
+        arguments = [x for a in arrays for x in _expanded(_descriptor(a), a.ndim)]
+        arguments += [ctypes.cast(ctypes.byref(tiling.key), ctypes.c_void_p)]
+        arguments += _expanded(tiling.descriptor, 1)
         function = self._function(f"{name}_tiling_function", None, [type(a) for a in arguments])
         function(*arguments)
-        return [key, descriptor, tiling]  # the array keeps the descriptor's memory alive
+        return tiling
 
     def run(self, name: str, inputs: Sequence[np.ndarray], result: np.ndarray) -> np.ndarray:
         """Run kernel `name` as the host would: tiling, then the kernel; the result array."""
         arrays = [*inputs, result]
         descriptors = [_descriptor(a) for a in arrays]
-        tiling = self._tiling(name, arrays)
+        tiling = self.tiling(name, arrays)
         pointers = [ctypes.addressof(d) for d in descriptors]
-        pointers += [ctypes.addressof(t) for t in tiling[:2]]
+        if tiling is not None:
+            pointers += [ctypes.addressof(tiling.key), ctypes.addressof(tiling.descriptor)]
         returned = _descriptor_type(result.ndim)()
         kernel = self._function(
             f"_mlir_ciface_{name}", None, [ctypes.c_void_p] * (len(pointers) + 1)

@@ -96,13 +96,32 @@ def test_scalar_grad_output_is_a_scalar_multiply() -> None:
 def test_report_command_prints_the_table() -> None:
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        main(["--elements", "100000", "--reductions", "mean"])
+        main(["--elements", "100000", "--reductions", "mean", "--no-ascendnpu-ir"])
     text = buffer.getvalue()
     assert (
         "| operator | variant | reduction | type | grad_output | vector ops / tile | CANN |" in text
     )
     assert text.count("\n| KlDivBackward |") == 12
     assert "0 using less than 90% of the UB" in text
+
+
+def test_the_report_sets_ascendnpu_irs_plan_beside_each_kernel() -> None:
+    """With the extra `ascend`: the second table, one row per kernel. KlDivTargetBackward and
+    SmoothL1LossBackward have the same vector ops and casts as AscendNPU IR's plan; the Ascend
+    C KlDivBackward kernel has one op fewer (it folds the negation into the scale)."""
+    pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.[ascend]'")
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        main(["--elements", "1000000", "--reductions", "mean"])
+    vendor = buffer.getvalue().split("Beside AscendNPU IR's plan")[1]
+    rows = [line.split(" | ") for line in vendor.splitlines() if line.startswith("| Kl") or
+            line.startswith("| Smooth")]  # fmt: skip
+    assert len(rows) == 36
+    for row in rows:
+        ours, theirs = (int(x) for x in row[5].replace("(", "").replace(")", "").split())
+        assert ours == theirs - (1 if row[0] == "| KlDivBackward" else 0), row
+        casts, vendor_casts = (int(x) for x in row[6].replace("(", "").replace(")", "").split())
+        assert casts == vendor_casts, row
 
 
 LEVEL2_F64 = """
