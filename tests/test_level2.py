@@ -13,44 +13,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, StringAttr, TensorType, f32, i1
+from xdsl.dialects.builtin import ModuleOp, StringAttr, f32, i1
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.ir import Block, Operation, Region
 
 from lossgrad_compiler import level2, reference, spec
 from lossgrad_compiler.context import make_context, parse_module
-from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID
 from lossgrad_compiler.interpreter import run_function
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import OP_TYPES, Case, mixed_dtype_combinations, standard_cases
+from tests.helpers.modules import case_function
 
 # --------------------------------------------------------------------------- helpers
 
 
-def signature_function(case: Case, *, dynamic: bool, name: str = "f") -> func.FuncOp:
-    """A level-1 signature function of a case: every dim dynamic (dynamic) or as given."""
-    iteration = case.checked.iteration_shape
-    assert iteration is not None
-    types = []
-    for input_name in spec.INPUT_NAMES:
-        array = case.inputs[input_name]
-        offset = len(iteration) - array.ndim
-        shape = [
-            1 if d == 1 and iteration[offset + j] != 1 else (DYNAMIC_INDEX if dynamic else d)
-            for j, d in enumerate(array.shape)
-        ]
-        types.append(TensorType(MLIR_FLOAT_TYPES[spec.float_type(array.dtype).mlir], shape))
-    block = Block(arg_types=types)
-    attrs = spec.check_attributes(spec.operator(case.op_type), case.attrs)
-    op = make_op(case.op_type, block.args[0], block.args[1], block.args[2], attrs)
-    block.add_ops([op, func.ReturnOp(op.result)])
-    return func.FuncOp(name, (types, [op.result.type]), Region(block))
-
-
 def lowered(case: Case, *, dynamic: bool, runtime_parameters: bool = False) -> ModuleOp:
-    module = ModuleOp([signature_function(case, dynamic=dynamic)])
+    module = ModuleOp([case_function(case, dynamic=dynamic)])
     LowerLossgradPass(runtime_parameters=runtime_parameters).apply(make_context(), module)
     return module
 
@@ -164,7 +144,7 @@ def test_runtime_parameters_need_signature_functions() -> None:
     from xdsl.utils.exceptions import PassFailedException
 
     case = standard_cases("SmoothL1LossBackward")[0]
-    two = ModuleOp([signature_function(case, dynamic=True), func.FuncOp("empty", ([], []))])
+    two = ModuleOp([case_function(case, dynamic=True), func.FuncOp("empty", ([], []))])
     with pytest.raises(PassFailedException, match="@empty must hold exactly one lossgrad op"):
         LowerLossgradPass(runtime_parameters=True).apply(make_context(), two)
 

@@ -27,8 +27,9 @@ from lossgrad_compiler.errors import UnsupportedByBackendError
 from lossgrad_compiler.interpreter import run_function
 from lossgrad_compiler.passes.convert_linalg_to_hfusion import ConvertLinalgToHfusionPass
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
-from tests.helpers.cases import OP_TYPES, Case, attribute_grid, make_case, standard_cases
+from tests.helpers.cases import OP_TYPES, Case, make_case, standard_cases
 from tests.helpers.modules import cases_module
+from tests.helpers.strategies import calls
 from tests.helpers.tolerances import assert_close, bits
 
 F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
@@ -106,33 +107,11 @@ def test_the_check_sees_a_wrong_nan_rule(monkeypatch: pytest.MonkeyPatch) -> Non
         check([case], dynamic=False)
 
 
-@st.composite
-def drawn_cases(draw: st.DrawFn) -> tuple[Case, bool]:
-    """A random op, attributes, half or float32 types, broadcast pattern (ranks 0-4)."""
-    op_type = draw(st.sampled_from(OP_TYPES))
-    attrs = draw(st.sampled_from(attribute_grid(op_type)))
-    b = draw(st.lists(st.integers(0, 3), max_size=4))
-
-    def trailing_with_ones(dims: tuple[int, ...]) -> tuple[int, ...]:
-        rank = draw(st.integers(0, len(dims)))
-        return tuple(d if draw(st.booleans()) else 1 for d in dims[len(dims) - rank :])
-
-    self_shape, target_shape = trailing_with_ones(tuple(b)), trailing_with_ones(tuple(b))
-    space = tuple(np.broadcast_shapes(self_shape, target_shape))
-    go_shape = trailing_with_ones(space)
-    if spec.operator(op_type).grad_output_may_enlarge and draw(st.booleans()):
-        go_shape = (2, *space)
-    dtypes = tuple(draw(st.sampled_from([F16, BF16, F32])) for _ in range(3))
-    case = make_case(op_type, attrs, self_shape, target_shape, go_shape, dtypes, seed=draw(
-        st.integers(0, 2**16)
-    ))  # fmt: skip
-    return case, draw(st.booleans())
-
-
 @settings(max_examples=40, deadline=None)
-@given(drawn_cases())
-def test_drawn_calls_match_the_reference(drawn: tuple[Case, bool]) -> None:
-    case, dynamic = drawn
+@given(calls(dtypes=[F16, BF16, F32]), st.booleans())
+def test_drawn_calls_match_the_reference(case: Case, dynamic: bool) -> None:
+    """Drawn shapes, broadcasts (ranks 0-8, empty axes), attributes, special values and per
+    input half or float32 types (tests/helpers/strategies.py)."""
     check([case], dynamic=dynamic)
 
 
