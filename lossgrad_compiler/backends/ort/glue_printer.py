@@ -144,14 +144,21 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
     lines = [
         f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, std::vector<int64_t>* "
         f"result_dims) {{",
-        f"  Input in[{n}];",
-        f"  for (size_t i = 0; i < {n}; ++i) LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
+        "  // Per-thread buffers: their capacity is reused, so a call allocates nothing on the",
+        "  // heap (the vectors are only this function's scratch, never held across calls).",
+        f"  thread_local Input in[{n}];",
+        f"  for (size_t i = 0; i < {n}; ++i) {{",
+        "    in[i].present = false;",
+        "    in[i].data = nullptr;",
+        "    in[i].dims.clear();",
+        "    LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
+        "  }",
         f"  const bool present[{n}] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
         f"  lossgrad_shapes::Failure failure = {check_present_name(op)}(present);",
         "  if (failure.code) return invalid(failure.message);",
         f"  const std::vector<int64_t>* const dims[{n}] = "
         f"{{{', '.join(f'&in[{i}].dims' for i in range(n))}}};",
-        "  std::vector<int64_t> b, space;",
+        "  thread_local std::vector<int64_t> b, space;",
         f"  failure = {check_shapes_name(op)}(dims, &b, &space);",
         "  if (failure.code) return invalid(failure.message);",
         f"  for (int i = 0; i < {n}; ++i) {{",
@@ -213,7 +220,7 @@ def print_compute(
     return (
         f"OrtStatus* compute_{name}_{type_name}(const void* kernel, OrtKernelContext* ctx) {{\n"
         f"  const {struct_name}& a = *static_cast<const {struct_name}*>(kernel);\n"
-        "  Call c;\n  std::vector<int64_t> result_dims;\n"
+        "  Call c;\n  thread_local std::vector<int64_t> result_dims;  // capacity reused\n"
         f"  LOSSGRAD_TRY(check_{name}(ctx, &c, &result_dims));\n"
         "  OrtValue* output = nullptr;\n"
         "  result_dims.reserve(1);  // a 0-d output still passes a valid pointer\n"
