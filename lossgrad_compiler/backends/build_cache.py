@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -123,6 +123,25 @@ def write_atomically(path: Path, data: bytes) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def cached_build(
+    folder: Path,
+    product: str,
+    notice: tuple[str, str, str],
+    build: Callable[[Path], Mapping[str, Path]],
+) -> Path:
+    """`folder / product`, from the cache when its manifest checks out, else built now:
+    `build(folder)` writes the files and returns those the manifest records, and the build is
+    announced by build_notice(*notice) (what, why, duration)."""
+    manifest = folder / "manifest.json"
+    if manifest_problem(manifest) is None:
+        return folder / product
+    prepare_cache_dir(folder)
+    with build_notice(*notice):
+        files = build(folder)
+    write_manifest(manifest, files)
+    return folder / product
 
 
 # --------------------------------------------------------------------------- build notices

@@ -9,9 +9,6 @@ so that the message names the signature class."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -30,14 +27,10 @@ from lossgrad_compiler.passes.convert_linalg_to_hfusion import ConvertLinalgToHf
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import OP_TYPES, Case, make_case, standard_cases
 from tests.helpers.modules import cases_module
+from tests.hfusion import F16, F32
+from tests.hfusion import TYPE_GROUPS as HFUSION_TYPES
 
-F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
-TYPE_GROUPS: dict[str, Any] = {
-    "float32": F32,
-    "float16": F16,
-    "bfloat16": BF16,
-    "mixed_half": (F16, BF16, F32),
-}
+TYPE_GROUPS = {k: v for k, v in HFUSION_TYPES.items() if k != "mixed_narrow"}
 TARGET = AscendNpuIrTarget()
 
 

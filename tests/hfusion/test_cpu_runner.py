@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -42,20 +41,15 @@ from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime import ascendnpu_ir as runner
 from tests.helpers.cases import OP_TYPES, Case, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches, bits
+from tests.hfusion import F16, F32
+from tests.hfusion import TYPE_GROUPS as HFUSION_TYPES
 
 try:
     mlir_translate()
 except CpuRunnerUnavailableError as err:
     pytest.skip(str(err), allow_module_level=True)
 
-F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
-TYPES: dict[str, Any] = {
-    "float32": F32,
-    "float16": F16,
-    "bfloat16": BF16,
-    "mixed_half": (F16, BF16, F32),  # grad_output, self, target
-    "mixed_narrow": (BF16, F32, F16),
-}
+TYPES = HFUSION_TYPES
 
 
 def sums(case: Case) -> bool:
@@ -127,7 +121,7 @@ def test_float32_sums_reduce_into_an_uninitialised_buffer_in_ascendnpu_ir_1_2() 
     case = make_case("KlDivBackward", {"reduction": "sum"}, (3,), (4, 3), (4, 3), F32, seed=1)
     scheduled = run_opt(
         str(hfusion_module([signature_of(case.checked)])),
-        [f"--lower-hfusion-pipeline=block-dim={AscendNpuIrTarget().block_dim}"],
+        AscendNpuIrTarget().hfusion_options,
     )
     finals = 0
     for function in functions(scheduled):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -31,15 +30,10 @@ from tests.helpers.cases import OP_TYPES, Case, make_case, standard_cases
 from tests.helpers.modules import cases_module
 from tests.helpers.strategies import calls
 from tests.helpers.tolerances import assert_close, bits
+from tests.hfusion import BF16, F16, F32
+from tests.hfusion import TYPE_GROUPS as HFUSION_TYPES
 
-F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
-TYPE_GROUPS: dict[str, Any] = {
-    "float32": F32,
-    "float16": F16,
-    "bfloat16": BF16,
-    "mixed_half": (F16, BF16, F32),
-    "mixed_narrow": (BF16, F32, F16),
-}
+TYPE_GROUPS = HFUSION_TYPES
 
 
 def converted(cases: list[Case], *, dynamic: bool) -> Any:

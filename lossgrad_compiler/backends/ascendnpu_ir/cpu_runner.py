@@ -46,21 +46,13 @@ from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
     run_opt,
     version,
 )
-from lossgrad_compiler.backends.build_cache import (
-    build_notice,
-    cache_root,
-    manifest_problem,
-    prepare_cache_dir,
-    write_atomically,
-    write_manifest,
-)
+from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
 from lossgrad_compiler.dialects import hfusion as hf
 from lossgrad_compiler.frontend.signature import Signature
 
 RUNNER_ENTRY = "lossgrad_cpu_runner_entry"
 RUNNER_WRAPPER = "lossgrad_cpu_runner_wrapper"
 LIBRARY_FILE = "kernels.so"
-MANIFEST = "manifest.json"
 BUILD_RECIPE = "cpu-runner, mlir-translate, llvmlite O0 + truncsfbf2, gcc + poisoned malloc"
 """Part of a library's cache key: a change in how it is built invalidates the cache."""
 MLIR_TRANSLATE_NAMES = (
@@ -123,7 +115,7 @@ def llvm_ir(hfusion: str, target: AscendNpuIrTarget, *, schedule: bool = True) -
     """LLVM IR of the kernels, without the runner's file-reading wrapper; `schedule=False`
     lowers the HFusion form as it is, without HFusion's fusion and auto-schedule (the form's
     own numbers, through the same CPU lowering)."""
-    hfusion_stage = [f"--lower-hfusion-pipeline=block-dim={target.block_dim}"] if schedule else []
+    hfusion_stage = target.hfusion_options if schedule else []
     llvm_dialect = run_opt(
         hfusion, [*hfusion_stage, f"--lower-for-cpu-runner-pipeline=wrapper-name={RUNNER_WRAPPER}"]
     )
@@ -217,13 +209,11 @@ def runner_library(
     text = str(runner_module([signature]))
     parts = [text, version(), BUILD_RECIPE, *target.opt_options, f"schedule={schedule}"]
     key = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
-    folder = cache_root() / "ascendnpu-ir" / key[:32]
-    path = folder / LIBRARY_FILE
-    if manifest_problem(folder / MANIFEST) is None:
-        return path
-    prepare_cache_dir(folder)
-    with build_notice("a CPU runner of an AscendNPU IR kernel", signature.id, "about a second"):
-        build_library(llvm_ir(text, target, schedule=schedule), path)
-    write_atomically(folder / "kernel.hfusion.mlir", text.encode("utf-8"))
-    write_manifest(folder / MANIFEST, {LIBRARY_FILE: path})
-    return path
+
+    def build(folder: Path) -> dict[str, Path]:
+        build_library(llvm_ir(text, target, schedule=schedule), folder / LIBRARY_FILE)
+        write_atomically(folder / "kernel.hfusion.mlir", text.encode("utf-8"))
+        return {LIBRARY_FILE: folder / LIBRARY_FILE}
+
+    notice = ("a CPU runner of an AscendNPU IR kernel", signature.id, "about a second")
+    return cached_build(cache_root() / "ascendnpu-ir" / key[:32], LIBRARY_FILE, notice, build)

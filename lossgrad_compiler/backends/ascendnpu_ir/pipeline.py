@@ -49,12 +49,14 @@ class AscendNpuIrTarget:
         return self.soc.vector_cores
 
     @property
+    def hfusion_options(self) -> list[str]:
+        """HFusion's fusion, auto-schedule, tiling and kernel outlining."""
+        return [f"--lower-hfusion-pipeline=block-dim={self.block_dim}"]
+
+    @property
     def opt_options(self) -> list[str]:
-        """HFusion's fusion, auto-schedule, tiling and kernel outlining, then HIVM."""
-        return [
-            f"--lower-hfusion-pipeline=block-dim={self.block_dim}",
-            "--convert-to-hivm-pipeline",
-        ]
+        """The HFusion stage, then HIVM."""
+        return [*self.hfusion_options, "--convert-to-hivm-pipeline"]
 
     def compile_command(self, source: str, output: str) -> str:
         """The `bishengir-compile` command that turns the HFusion form into a kernel binary

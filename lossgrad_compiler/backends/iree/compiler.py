@@ -18,20 +18,12 @@ from functools import cache
 from pathlib import Path
 
 from lossgrad_compiler import level2
-from lossgrad_compiler.backends.build_cache import (
-    build_notice,
-    cache_root,
-    manifest_problem,
-    prepare_cache_dir,
-    write_atomically,
-    write_manifest,
-)
+from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
 from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import Signature
 
 MODULE_FILE = "module.vmfb"
-MANIFEST = "manifest.json"
 
 
 class IreeCompileError(RuntimeError):
@@ -100,14 +92,13 @@ def compile_signatures(signatures: Iterable[Signature], target: IreeTarget | Non
     target = target or IreeTarget()
     text = module_text(signatures, target)
     folder = cache_root() / "iree" / cache_key(text, target)[:32]
-    path = folder / MODULE_FILE
-    if manifest_problem(folder / MANIFEST) is None:
-        return path
-    prepare_cache_dir(folder)
+
+    def build(folder: Path) -> dict[str, Path]:
+        write_atomically(folder / MODULE_FILE, compile_text(text, target))
+        write_atomically(folder / "module.mlir", text.encode("utf-8"))
+        return {MODULE_FILE: folder / MODULE_FILE, "module.mlir": folder / "module.mlir"}
+
     why = f"{target.backend}, {text.count('func.func')} signature(s)"
-    with build_notice("an IREE module", why, "about a second per signature"):
-        vmfb = compile_text(text, target)
-    write_atomically(path, vmfb)
-    write_atomically(folder / "module.mlir", text.encode("utf-8"))
-    write_manifest(folder / MANIFEST, {MODULE_FILE: path, "module.mlir": folder / "module.mlir"})
-    return path
+    return cached_build(
+        folder, MODULE_FILE, ("an IREE module", why, "about a second per signature"), build
+    )
