@@ -13,8 +13,9 @@ replaces the elementwise `linalg.generic` (and the narrowing one after a sum) by
 * the body, one named op per scalar op in level 2's order (hfusion_body_rules.py), so half
   types are computed in f32 and rounded once, as level 2 does;
 * a result summed over broadcast dimensions: `linalg.reduce` (addf from the fill's constant)
-  over the reduction loops, `tensor.expand_shape` back to the operand's broadcast 1s, then
-  the narrowing `hfusion.cast`.
+  over the reduction loops, `tensor.expand_shape` back to the operand's broadcast 1s (a
+  `linalg.broadcast` of the one element when all its dimensions are 1s), then the narrowing
+  `hfusion.cast`.
 
 The function keeps its name, arguments, results, the lossgrad.* attributes and the scale's
 scalar ops, and gains `hacc.entry` and `hacc.function_kind = #hacc.function_kind<HOST>`.
@@ -314,6 +315,12 @@ class Shapes:
         summed = self.builder.insert(op).results[0]
         if len(kept) == len(output_map):
             return summed
+        if not kept:
+            # All 1s: MLIR's expand_shape from rank 0 (no reassociation) is one xDSL 0.74's
+            # verifier rejects; broadcasting the one element is the same tensor.
+            out = self.empty(output_map, compute)
+            every_axis = DenseArrayBase.from_list(i64, range(len(output_map)))
+            return self.builder.insert(BroadcastOp(summed, out, every_axis)).results[0]
         target = self.empty(output_map, compute).type
         assert isinstance(target, TensorType)
         sizes = self._sizes(output_map)

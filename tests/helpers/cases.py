@@ -50,6 +50,8 @@ BROADCAST_PATTERNS: tuple[BroadcastPattern, ...] = (
     BroadcastPattern("target_column", (4, 3), (4, 1)),
     BroadcastPattern("self_row", (3,), (4, 3)),
     BroadcastPattern("self_column", (4, 1), (4, 3)),
+    BroadcastPattern("self_ones", (1, 1), (2, 3)),  # every dimension broadcast, not 0-d
+    BroadcastPattern("target_ones", (2, 3), (1, 1)),
     BroadcastPattern("both", (2, 1, 4), (3, 1)),
     BroadcastPattern("self_scalar", (), (2, 3)),
     BroadcastPattern("target_scalar", (2, 3), ()),
