@@ -146,13 +146,18 @@ def test_modules_are_cached_and_a_damaged_one_is_rebuilt(
     assert path.read_bytes() == built
 
 
-def test_a_compile_failure_names_the_function_and_the_command() -> None:
+@pytest.mark.parametrize("target_shape", [(), (1, 1)], ids=["0-d", "ones"])
+def test_a_compile_failure_names_the_function_and_the_command(
+    target_shape: tuple[int, ...],
+) -> None:
     """IREE 3.13's llvm-cpu codegen fails on one valid signature class (see
     test_iree_numerics.iree_3_13_rejects): the error carries IREE's diagnostics, which name
     the function, and the command line. When this test fails, IREE compiles the class:
     drop the exclusion in test_iree_numerics."""
     rejected = signature(
-        "KlDivTargetBackward", ((1, 3), (4, 3), ()), {"reduction": "sum", "log_target": 1}
+        "KlDivTargetBackward",
+        ((1, 3), (4, 3), target_shape),
+        {"reduction": "sum", "log_target": 1},
     )
     with pytest.raises(iree_backend.IreeCompileError) as raised:
         iree_backend.compile_text(iree_backend.module_text([rejected]))
