@@ -87,24 +87,48 @@ class Toolchain:
 
 
 def arch_flags(compiler: tuple[str, ...]) -> tuple[str, ...]:
-    """`-march=` for this machine, spelled out (the library is built where it runs, and the
-    resolved name keys the cache, so a cache shared with another CPU never serves it).
-    $LOSSGRAD_ORT_MARCH overrides it (e.g. x86-64-v2); empty means the compiler default."""
+    """`-march=native` for this machine, spelled out: the CPU's name plus every instruction
+    set switch native sets differently from that name (the library is built where it runs,
+    and the flags key the cache, so a cache shared with another CPU never serves it). The
+    name alone is not enough: g++ 12 calls an AVX-512 Zen 4 "znver3", and -march=znver3 has
+    no AVX-512. $LOSSGRAD_ORT_MARCH overrides it (e.g. x86-64-v2); empty means the compiler
+    default."""
     configured = os.environ.get(ENV_MARCH)
     if configured is not None:
         return (f"-march={configured}",) if configured.strip() else ()
+    native = target_help(compiler, "native")
+    found = re.search(r"^\s*-march=\s+(\S+)", native, re.MULTILINE)
+    if not found:
+        return ()
+    name = found.group(1)
+    named = target_switches(target_help(compiler, name))
+    extra = [
+        f"-m{flag}" if on else f"-mno-{flag}"
+        for flag, on in sorted(target_switches(native).items())
+        if named.get(flag, not on) != on
+    ]
+    return (f"-march={name}", *extra)
+
+
+def target_help(compiler: tuple[str, ...], march: str) -> str:
+    """`-Q --help=target` for one -march (empty when the compiler cannot say)."""
     try:
         done = subprocess.run(
-            [*compiler, "-march=native", "-Q", "--help=target"],
+            [*compiler, f"-march={march}", "-Q", "--help=target"],
             capture_output=True,
             text=True,
             timeout=60,
             check=True,
         )
     except (OSError, subprocess.SubprocessError):
-        return ()
-    found = re.search(r"^\s*-march=\s+(\S+)", done.stdout, re.MULTILINE)
-    return (f"-march={found.group(1)}",) if found else ()
+        return ""
+    return done.stdout
+
+
+def target_switches(target_help: str) -> dict[str, bool]:
+    """The on/off target switches of a `-Q --help=target` listing, e.g. {"avx512f": True}."""
+    listed = re.finditer(r"^\s*-m([\w.-]+)\s+\[(enabled|disabled)\]", target_help, re.MULTILINE)
+    return {m.group(1): m.group(2) == "enabled" for m in listed}
 
 
 def find_compiler() -> tuple[str, ...]:

@@ -176,6 +176,60 @@ constexpr bool kNarrowsInVectors =
 #endif
     false;
 
+// Chunks of kChunk half values converted in registers, for the fused elementwise path
+// (iteration.h): widened, computed and narrowed without a trip through a block buffer. The
+// conversions are those of widen and narrow_to_* above (F16C rounds to nearest even like
+// narrow_to_float16; only NaN payloads may differ, as for narrow_contiguous).
+constexpr int kChunk = 16;
+
+template <class T>
+inline void widen_chunk(const T* p, float* __restrict out) {
+#if defined(__AVX512F__)
+  const __m256i halves = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (std::is_same_v<T, float16>) {
+    _mm512_storeu_ps(out, _mm512_cvtph_ps(halves));
+  } else {
+    static_assert(std::is_same_v<T, bfloat16>, "widen_chunk reads float16 or bfloat16");
+    const __m512i wide = _mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16);
+    _mm512_storeu_ps(out, _mm512_castsi512_ps(wide));
+  }
+#else
+  for (int i = 0; i < kChunk; ++i) out[i] = widen(p[i]);
+#endif
+}
+
+#if defined(__AVX512F__)
+// narrow_to_bfloat16 on 16 lanes: round the low half to nearest even, quiet a NaN.
+inline __m256i narrow_bfloat16_lanes(__m512 values) {
+  const __m512i all = _mm512_castps_si512(values);
+  const __m512i high = _mm512_srli_epi32(all, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(all, _mm512_set1_epi32(0x7fff)), odd), 16);
+  const __m512i quiet_nan = _mm512_or_si512(high, _mm512_set1_epi32(0x0040));
+  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(all, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, quiet_nan));
+}
+#endif
+
+template <class T>
+inline void narrow_chunk(const float* __restrict values, T* out) {
+#if defined(__AVX512F__)
+  const __m512 v = _mm512_loadu_ps(values);
+  __m256i halves;
+  if constexpr (std::is_same_v<T, float16>) {
+    halves = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  } else {
+    static_assert(std::is_same_v<T, bfloat16>, "narrow_chunk writes float16 or bfloat16");
+    halves = narrow_bfloat16_lanes(v);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), halves);
+#else
+  for (int i = 0; i < kChunk; ++i) out[i] = convert<T>(values[i]);
+#endif
+}
+
 // A block of `n` values of operand storage T, `stride` elements apart (0 = broadcast), as C.
 // Returns `p` itself when no conversion or gather is needed.
 template <class C, class T>

@@ -175,6 +175,93 @@ inline void forget_unused(Layout& l) {
       for (int a = 0; a < l.rank; ++a) l.stride[op][a] = 0;
 }
 
+// The fused path of half-type signatures. When the body computes in float, the result is a
+// half type H and every operand the body reads is stored as H, contiguous or broadcast along
+// the inner axis, each chunk of kChunk elements is widened, computed and narrowed in vector
+// registers. The block path would write every operand and the values to an L1 buffer and
+// read them back, and those stores, not memory, bound it (2x slower for float16). The values
+// are the same: the same conversions and the same body, element by element.
+template <class V>
+constexpr bool kFusesHalves =
+    std::is_same_v<typename V::Val, float> &&
+    (std::is_same_v<typename V::Out, float16> || std::is_same_v<typename V::Out, bfloat16>);
+
+template <class H>
+constexpr Element kHalfElement = std::is_same_v<H, float16> ? Element::kFloat16
+                                                             : Element::kBFloat16;
+
+template <class V>
+bool fuses_halves(const Layout& l) {
+  if constexpr (!kFusesHalves<V>) {
+    return false;
+  } else {
+    const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+    const int inner = l.rank - 1;
+    for (int op = 0; op < kNumOperands; ++op)
+      if (uses[op] && (l.element[op] != kHalfElement<typename V::Out> ||
+                       (l.stride[op][inner] != 0 && l.stride[op][inner] != 1)))
+        return false;
+    return true;
+  }
+}
+
+// One operand of the fused path: chunk i starts at data + (i & mask). A contiguous operand
+// has mask -1; a broadcast one re-reads kChunk copies of its element (mask 0), so that the
+// loop has no branch per operand.
+template <class H>
+struct HalfStream {
+  const H* data = nullptr;
+  int64_t mask = 0;
+  H replicated[kChunk];
+  const H* at(int64_t i) const { return data + (i & mask); }
+  void start(const Layout& l, int op, int64_t offset, int inner) {
+    const H* at = static_cast<const H*>(l.data[op]) + offset;
+    if (l.stride[op][inner] == 0) {
+      std::fill(std::begin(replicated), std::end(replicated), *at);
+      data = replicated;
+      mask = 0;
+    } else {
+      data = at;
+      mask = -1;
+    }
+  }
+};
+
+template <class V>
+void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
+                      const typename V::Params& p) {
+  using H = typename V::Out;
+  alignas(64) typename V::L0 a[kChunk] = {};
+  alignas(64) typename V::L1 b[kChunk] = {};
+  alignas(64) typename V::L2 c[kChunk] = {};
+  alignas(64) float values[kChunk];
+  // One chunk whose operands start at s0, s1, s2 (kChunk elements each, read if used).
+  const auto chunk = [&](const H* s0, const H* s1, const H* s2, H* to) {
+    if constexpr (V::kUses0) widen_chunk(s0, a);
+    if constexpr (V::kUses1) widen_chunk(s1, b);
+    if constexpr (V::kUses2) widen_chunk(s2, c);
+    for (int j = 0; j < kChunk; ++j) values[j] = V::value(a[j], b[j], c[j], p);
+    narrow_chunk(values, to);
+  };
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk)
+    chunk(in[0].at(i), in[1].at(i), in[2].at(i), out + i);
+  if (i == n) return;
+  // The last partial chunk: contiguous operands copied into zero-padded chunks.
+  H padded[kNumOperands][kChunk] = {};
+  const H* from[kNumOperands];
+  for (int op = 0; op < kNumOperands; ++op) {
+    from[op] = in[op].at(i);
+    if (in[op].mask != 0) {
+      std::copy(from[op], from[op] + (n - i), padded[op]);
+      from[op] = padded[op];
+    }
+  }
+  H tail[kChunk];
+  chunk(from[0], from[1], from[2], tail);
+  std::copy(tail, tail + (n - i), out + i);
+}
+
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
 template <class V>
 void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end) {
@@ -187,6 +274,9 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     idx[a] = rest % l.dim[a];
     rest /= l.dim[a];
   }
+  const bool fused = fuses_halves<V>(l);
+  const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+  HalfStream<Out> halves[kNumOperands];
   BlockLoads<V> in;
   Val values[kBlock];
   int64_t pos = begin;
@@ -195,13 +285,21 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     int64_t offset[kNumOperands] = {0, 0, 0};
     for (int a = 0; a < l.rank; ++a)
       for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
-    in.load(l, offset, inner, n);
     Out* out = static_cast<Out*>(l.out) + pos;
-    if constexpr (std::is_same_v<Out, Val>) {
-      value_block<V>(in.a0, in.a1, in.a2, out, n, p);
+    if (fused) {
+      if constexpr (kFusesHalves<V>) {
+        for (int op = 0; op < kNumOperands; ++op)
+          if (uses[op]) halves[op].start(l, op, offset[op], inner);
+        fused_half_block<V>(halves, out, n, p);
+      }
     } else {
-      value_block<V>(in.a0, in.a1, in.a2, values, n, p);
-      store_block(out, values, n);
+      in.load(l, offset, inner, n);
+      if constexpr (std::is_same_v<Out, Val>) {
+        value_block<V>(in.a0, in.a1, in.a2, out, n, p);
+      } else {
+        value_block<V>(in.a0, in.a1, in.a2, values, n, p);
+        store_block(out, values, n);
+      }
     }
     pos += n;
     idx[inner] += n;

@@ -1,0 +1,84 @@
+"""The fused half-type path of the native kernels (cxx/iteration.h, fused_half_block): a
+float16 or bfloat16 signature whose operands are all of the result's type, each contiguous or
+broadcast along the inner axis. Its results must be the float32 kernel's on the widened
+inputs, narrowed once, bit for bit: the contract computes half types in float32 and rounds
+once, and the fused path may not change a bit of it. The shapes put full 16-element chunks,
+a partial last chunk, block boundaries (1024 elements) and broadcast operands (0-d, a row,
+a column that changes per row) through it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from lossgrad_compiler import spec
+from tests.helpers.cases import Case, make_case
+from tests.ort_native_support import case_model, native_library, native_session, run
+
+HALVES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
+
+# (name, grad_output, self, target) for the differentiated operand's elementwise forms.
+SHAPES = [
+    ("full", (37, 45), (37, 45), (37, 45)),
+    ("scalar_go", (), (37, 45), (37, 45)),
+    ("row", (37, 45), (37, 45), (45,)),
+    ("column", (37, 45), (37, 45), (37, 1)),
+    ("one_chunk", (16,), (16,), (16,)),
+    ("under_one_chunk", (5,), (5,), (5,)),
+    ("across_blocks", (), (3, 1100), (3, 1100)),
+]
+
+ATTRIBUTES = {
+    spec.KL_DIV_BACKWARD.name: [
+        {"reduction": r, "log_target": lt} for r in ("none", "mean") for lt in (0, 1)
+    ],
+    spec.KL_DIV_TARGET_BACKWARD.name: [
+        {"reduction": r, "log_target": lt} for r in ("none", "batchmean") for lt in (0, 1)
+    ],
+    spec.SMOOTH_L1_LOSS_BACKWARD.name: [
+        {"reduction": r, "beta": b} for r in ("none", "sum") for b in (0.5, 0.3, 0.0)
+    ],
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _library() -> None:
+    native_library()
+
+
+def _shapes_for(op_type: str, go: tuple, x: tuple, t: tuple) -> tuple[tuple, tuple, tuple]:
+    """KlDivTargetBackward's result follows target: the broadcast operand is then self."""
+    return (go, t, x) if op_type == spec.KL_DIV_TARGET_BACKWARD.name else (go, x, t)
+
+
+def _bits_or_nan(values: np.ndarray) -> list[Any]:
+    """Each element's bits, with every NaN the same (the F16C conversion may keep a NaN's
+    payload where the scalar one quiets it)."""
+    raw = values.view(np.uint16).ravel()
+    nan = np.isnan(values.astype(np.float64)).ravel()
+    return ["nan" if n else int(r) for n, r in zip(nan, raw, strict=True)]
+
+
+@pytest.mark.parametrize("half", HALVES, ids=lambda d: d.name)
+@pytest.mark.parametrize("op_type", list(ATTRIBUTES))
+@pytest.mark.parametrize("name,go,x,t", SHAPES, ids=[s[0] for s in SHAPES])
+def test_half_kernel_is_the_float32_kernel_rounded_once(
+    op_type: str, half: np.dtype, name: str, go: tuple, x: tuple, t: tuple
+) -> None:
+    go, x, t = _shapes_for(op_type, go, x, t)
+    if name == "scalar_go" or name == "across_blocks":
+        attrs_list = [a for a in ATTRIBUTES[op_type] if a["reduction"] != "none"]
+    else:
+        attrs_list = [a for a in ATTRIBUTES[op_type] if a["reduction"] == "none"]
+    for k, attrs in enumerate(attrs_list):
+        case = make_case(op_type, attrs, x, t, go, half, seed=17 + k, specials=0.1)
+        wide = Case(op_type, {n: v.astype(np.float32) for n, v in case.inputs.items()}, attrs)
+        got = run(native_session(case_model(case)), case.inputs)
+        in_float32 = run(native_session(case_model(wide)), wide.inputs)
+        assert got.dtype == half
+        assert _bits_or_nan(got) == _bits_or_nan(in_float32.astype(half)), (
+            f"{case.label}: the half kernel differs from float32 rounded once"
+        )
