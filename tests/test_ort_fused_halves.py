@@ -82,3 +82,26 @@ def test_half_kernel_is_the_float32_kernel_rounded_once(
         assert _bits_or_nan(got) == _bits_or_nan(in_float32.astype(half)), (
             f"{case.label}: the half kernel differs from float32 rounded once"
         )
+
+
+@pytest.mark.parametrize("half", HALVES, ids=lambda d: d.name)
+def test_subnormal_results_round_like_float32(half: np.dtype) -> None:
+    """Products that land among the half type's subnormals (for bfloat16 these are float32's
+    too, which its hardware chunk conversion flushes to zero: such lanes take the exact
+    integer path)."""
+    rng = np.random.default_rng(5)
+    n = 96  # six full chunks
+    tiny = np.float32(ml_dtypes.finfo(half).tiny)
+    target = (rng.uniform(0.01, 4.0, n) * tiny * rng.choice([-1, 1], n)).astype(np.float32)
+    inputs = {
+        "grad_output": rng.uniform(0.2, 1.0, n).astype(half),
+        "self": np.zeros(n, half),
+        "target": target.astype(half),
+    }
+    attrs = {"reduction": "none", "log_target": 0}
+    case = Case(spec.KL_DIV_BACKWARD.name, inputs, attrs)
+    wide = Case(case.op_type, {k: v.astype(np.float32) for k, v in inputs.items()}, attrs)
+    got = run(native_session(case_model(case)), case.inputs)
+    in_float32 = run(native_session(case_model(wide)), wide.inputs)
+    assert np.any((in_float32 != 0) & (np.abs(in_float32) < tiny))  # subnormal results
+    assert _bits_or_nan(got) == _bits_or_nan(in_float32.astype(half))

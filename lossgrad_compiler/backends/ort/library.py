@@ -26,7 +26,7 @@ from lossgrad_compiler.backends.ort.variants import (
     parameter_arguments,
 )
 
-RUNTIME_HEADERS = ("half.h", "vmath.h", "messages.h", "iteration.h", "glue.h")
+RUNTIME_HEADERS = ("half.h", "vmath.h", "messages.h", "stream.h", "iteration.h", "glue.h")
 RANK0_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 0}
 
 _PRELUDE = """\
@@ -45,7 +45,7 @@ _PRELUDE = """\
 #include <string>
 #include <type_traits>
 #include <vector>
-#if defined(__F16C__) || defined(__AVX2__)
+#if defined(__F16C__) || defined(__AVX__)
 #include <immintrin.h>
 #endif
 

@@ -229,9 +229,10 @@ template <class V>
 struct ElementwiseState {
   Layout l;
   typename V::Params p;
+  bool stream;  // the result is written with non-temporal stores (stream.h)
   static void range(const void* s, int64_t begin, int64_t end) {
     const auto& st = *static_cast<const ElementwiseState*>(s);
-    elementwise_range<V>(st.l, st.p, begin, end);
+    elementwise_range<V>(st.l, st.p, begin, end, st.stream);
   }
 };
 
@@ -261,6 +262,17 @@ struct Call {
   }
 };
 
+// Bytes a call moves: the operands the body reads and the result.
+template <class V>
+int64_t bytes_moved(const Call& c, const Element* element) {
+  static constexpr int64_t kSize[] = {2, 2, 4, 8};  // Element's order
+  const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+  int64_t bytes = c.result.numel() * int64_t{sizeof(typename V::Out)};
+  for (int op = 0; op < kNumOperands; ++op)
+    if (uses[op]) bytes += c.shapes.operand[op].numel() * kSize[static_cast<int>(element[op])];
+  return bytes;
+}
+
 template <class V>
 OrtStatus* run_variant(Call& c, const typename V::Params& p) {
   if (c.result.numel() == 0) return nullptr;
@@ -284,7 +296,7 @@ OrtStatus* run_variant(Call& c, const typename V::Params& p) {
     return run_job(c.ctx, job);
   } else {
     coalesce(l);
-    ElementwiseState<V> st{l, p};
+    ElementwiseState<V> st{l, p, bytes_moved<V>(c, element) > stream_above_bytes()};
     job.total = c.result.numel();
     job.chunk = kChunkElements;
     job.state = &st;

@@ -229,8 +229,11 @@ struct HalfStream {
 
 template <class V>
 void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
-                      const typename V::Params& p) {
+                      const typename V::Params& params) {
   using H = typename V::Out;
+  // A local copy: the vector stores may alias anything, so a referenced parameter would be
+  // reloaded (and its division test repeated) in every chunk.
+  const typename V::Params p = params;
   alignas(64) typename V::L0 a[kChunk] = {};
   alignas(64) typename V::L1 b[kChunk] = {};
   alignas(64) typename V::L2 c[kChunk] = {};
@@ -240,12 +243,15 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
     if constexpr (V::kUses0) widen_chunk(s0, a);
     if constexpr (V::kUses1) widen_chunk(s1, b);
     if constexpr (V::kUses2) widen_chunk(s2, c);
+    // Kept a loop: fully unrolled early, it is left to the SLP vectoriser, which scalarised
+    // some bodies (KlDivBackward's scale product); the loop vectoriser makes one vector step.
+#pragma GCC unroll 1
     for (int j = 0; j < kChunk; ++j) values[j] = V::value(a[j], b[j], c[j], p);
     narrow_chunk(values, to);
   };
+  const HalfStream<H> s0 = in[0], s1 = in[1], s2 = in[2];  // in registers, not reloaded
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk)
-    chunk(in[0].at(i), in[1].at(i), in[2].at(i), out + i);
+  for (; i + kChunk <= n; i += kChunk) chunk(s0.at(i), s1.at(i), s2.at(i), out + i);
   if (i == n) return;
   // The last partial chunk: contiguous operands copied into zero-padded chunks.
   H padded[kNumOperands][kChunk] = {};
@@ -264,7 +270,8 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
 
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
 template <class V>
-void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end) {
+void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end,
+                       bool stream) {
   using Out = typename V::Out;
   using Val = typename V::Val;
   const int inner = l.rank - 1;
@@ -279,13 +286,14 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
   HalfStream<Out> halves[kNumOperands];
   BlockLoads<V> in;
   Val values[kBlock];
+  alignas(64) Out staged[kBlock];  // a streamed block is computed here, then streamed out
   int64_t pos = begin;
   while (pos < end) {
     const int64_t n = std::min({l.dim[inner] - idx[inner], end - pos, kBlock});
     int64_t offset[kNumOperands] = {0, 0, 0};
     for (int a = 0; a < l.rank; ++a)
       for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
-    Out* out = static_cast<Out*>(l.out) + pos;
+    Out* out = stream ? staged : static_cast<Out*>(l.out) + pos;
     if (fused) {
       if constexpr (kFusesHalves<V>) {
         for (int op = 0; op < kNumOperands; ++op)
@@ -301,6 +309,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
         store_block(out, values, n);
       }
     }
+    if (stream) stream_copy(static_cast<Out*>(l.out) + pos, staged, n * int64_t{sizeof(Out)});
     pos += n;
     idx[inner] += n;
     for (int a = inner; a > 0 && idx[a] == l.dim[a]; --a) {
@@ -308,6 +317,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
       ++idx[a - 1];
     }
   }
+  if (stream) stream_fence();
 }
 
 // Reduce plan: the result has the shape of one operand (`follows`); every iteration axis that

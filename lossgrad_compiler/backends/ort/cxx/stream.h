@@ -1,0 +1,85 @@
+// Streaming (non-temporal) stores for results larger than the last-level cache.
+//
+// An ordinary store first reads the line it writes (read for ownership), so a kernel that
+// reads one tensor and writes one moves three tensors' bytes through memory. When a call's
+// operands and result do not fit in the last-level cache the result would be evicted before
+// anyone reads it anyway: writing it past the cache moves two tensors' bytes instead of three.
+// Below that size the result stays cached for the next node, so ordinary stores are used.
+// Streaming changes where bytes go, never what they are.
+
+namespace lossgrad {
+
+// The largest cache of CPU 0, in bytes, from Linux's sysfs; 32 MiB where that is unreadable.
+// (glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) says 320 MiB for a 32 MiB L3 on some AMD guests.)
+inline int64_t last_level_cache_bytes() {
+  int64_t largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    std::FILE* file = std::fopen(path, "r");
+    if (file == nullptr) continue;
+    long long value = 0;
+    char unit = 0;
+    if (std::fscanf(file, "%lld%c", &value, &unit) >= 1 && value > 0) {
+      const int64_t scale = unit == 'K' ? int64_t{1} << 10 : unit == 'M' ? int64_t{1} << 20 : 1;
+      largest = std::max<int64_t>(largest, value * scale);
+    }
+    std::fclose(file);
+  }
+  return largest > 0 ? largest : int64_t{32} << 20;
+}
+
+// Calls that move more bytes than this stream their result: 5/8 of the last-level cache, or
+// $LOSSGRAD_ORT_STREAM_ABOVE bytes (read once per process; tests set it to 0 to stream every
+// call). Measured on a 32 MiB L3 (one tensor read, one written): streaming loses at 16 MiB
+// moved, ties at 20 MiB and wins from 24 MiB.
+inline int64_t stream_above_bytes() {
+  static const int64_t bytes = [] {
+    if (const char* configured = std::getenv("LOSSGRAD_ORT_STREAM_ABOVE")) {
+      char* end = nullptr;
+      const long long value = std::strtoll(configured, &end, 10);
+      if (end != configured && *end == '\0' && value >= 0) return static_cast<int64_t>(value);
+    }
+    return last_level_cache_bytes() / 8 * 5;
+  }();
+  return bytes;
+}
+
+// Copies `bytes` from a cached block to `to` with non-temporal stores where the destination is
+// 64-byte aligned (ordinary stores for the unaligned head and tail). The caller fences once
+// with stream_fence() after its last streamed block, before the result is handed on.
+inline void stream_copy(void* to, const void* from, int64_t bytes) {
+  auto* dst = static_cast<char*>(to);
+  const auto* src = static_cast<const char*>(from);
+#if defined(__AVX512F__) || defined(__AVX__)
+#if defined(__AVX512F__)
+  constexpr int64_t kVector = 64;
+#else
+  constexpr int64_t kVector = 32;
+#endif
+  const int64_t head = std::min<int64_t>(
+      bytes, static_cast<int64_t>((kVector - reinterpret_cast<uintptr_t>(dst) % kVector) % kVector));
+  std::memcpy(dst, src, static_cast<size_t>(head));
+  int64_t i = head;
+  for (; i + kVector <= bytes; i += kVector) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i),
+                        _mm512_loadu_si512(reinterpret_cast<const void*>(src + i)));
+#else
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+#endif
+  }
+  std::memcpy(dst + i, src + i, static_cast<size_t>(bytes - i));
+#else
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+#endif
+}
+
+inline void stream_fence() {
+#if defined(__AVX512F__) || defined(__AVX__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace lossgrad

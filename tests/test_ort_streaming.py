@@ -1,0 +1,61 @@
+"""Streaming stores (cxx/stream.h): calls that move more bytes than
+$LOSSGRAD_ORT_STREAM_ABOVE write their result with non-temporal stores from a staged block.
+A process with the threshold at 0 streams every call; its results must be the bits of this
+process, which streams none of these small calls. The shapes give unaligned heads and tails
+(sizes that are no multiple of 64 bytes), several blocks per task, broadcast operands and the
+fused half path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers.cases import DTYPES, OP_TYPES, make_case
+from tests.ort_native_support import case_model, native_library, native_session, run
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [((), (3, 1111), (3, 1111)), ((1111,), (3, 1111), (1111,)), ((7,), (7,), (7,))]
+
+
+def _results() -> dict[str, np.ndarray]:
+    results = {}
+    for op_type in OP_TYPES:
+        for dtype in DTYPES:
+            for k, (go, x, t) in enumerate(SHAPES):
+                reduction = "mean" if go == () else "none"
+                case = make_case(op_type, {"reduction": reduction}, x, t, go, dtype, seed=k)
+                key = f"{case.label}-{k}"
+                results[key] = run(native_session(case_model(case), threads=2), case.inputs)
+    return results
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _library() -> None:
+    native_library()
+
+
+def test_streamed_results_are_the_cached_ones(tmp_path: Path) -> None:
+    saved = tmp_path / "streamed.npz"
+    script = (
+        "import numpy as np, sys\n"
+        "from tests.test_ort_streaming import _results\n"
+        f"np.savez({str(saved)!r}, **_results())\n"
+    )
+    env = {**os.environ, "LOSSGRAD_ORT_STREAM_ABOVE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert os.environ.get("LOSSGRAD_ORT_STREAM_ABOVE") is None
+    cached = _results()
+    with np.load(saved) as streamed:
+        assert sorted(streamed.files) == sorted(cached)
+        for key, value in cached.items():
+            # np.savez keeps bfloat16 as raw 2-byte records: compare shapes and bytes
+            assert streamed[key].shape == value.shape, key
+            assert streamed[key].tobytes() == value.tobytes(), key
