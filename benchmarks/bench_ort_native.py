@@ -4,14 +4,16 @@ count, in one run, with the goals of each cell reported as met or not.
 
     .venv/bin/python benchmarks/bench_ort_native.py [--quick] [--plot docs/native_bandwidth.png]
 
-Each figure is the minimum over repeated runs (other jobs share the machine; minima are
-stable where medians are not). Forms: "0-d" is reduction mean with a 0-d grad_output;
-"full" is reduction none with a grad_output of self's shape (three tensors read, one
-written, like autograd's unreduced loss). GB/s counts the bytes the operator must move (the
-tensors it reads and writes: KlDivBackward never reads self); "x triad" is that rate as a
-fraction of the triad a[i] = b[i] + s*c[i] (float32) measured here with the same compiler
-and thread count. IREE compiles the same signature (local-task with that many threads, in a
-child process: its thread count is fixed when its device starts). Goals: at least 0.9 of
+Each figure is the minimum over repeated runs, and the runners of a cell (native, function
+path, PyTorch, IREE and the triad) take turns, round robin, so that each meets the same
+machine: other jobs share it, and its bandwidth drifts over seconds (a triad measured alone,
+before the cells, was up to 1.5x faster than the same triad beside them). Each thread count
+runs in a child process, because IREE fixes its worker count when its device starts. Forms:
+"0-d" is reduction mean with a 0-d grad_output; "full" is reduction none with a grad_output
+of self's shape (three tensors read, one written, like autograd's unreduced loss). GB/s
+counts the bytes the operator must move (the tensors it reads and writes: KlDivBackward
+never reads self); "x triad" is that rate as a fraction of the triad a[i] = b[i] + s*c[i]
+(float32) measured beside it with the same compiler and thread count. Goals: at least 0.9 of
 the triad at >= 2^22 (0.8 for KlDivTargetBackward), faster than PyTorch, at least as fast as
 IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size.
 """
@@ -19,7 +21,7 @@ IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size.
 from __future__ import annotations
 
 import argparse
-import itertools
+import dataclasses
 import json
 import subprocess
 import sys
@@ -90,6 +92,33 @@ def best_time(run: Callable[[], object], budget: float = 1.0, min_runs: int = 3)
         run()
         best = min(best, time.perf_counter() - t0)
         runs += 1
+    return best
+
+
+def best_times(
+    runners: dict[str, Callable[[], object]],
+    budget: float = 3.0,
+    min_rounds: int = 3,
+    burst: int = 3,
+) -> dict[str, float]:
+    """Minimum seconds per call of each runner, the runners taking turns (round robin) for
+    about `budget` seconds: on a shared machine the bandwidth drifts over seconds, and runners
+    measured one after another would each meet a different machine. Each turn is a burst of
+    calls whose first is not counted, so that a runner's data are as warm in cache as when it
+    runs alone (the others' turns evict them)."""
+    for run in runners.values():
+        run()  # warm up (allocations, page faults, lazy initialisation)
+    best = dict.fromkeys(runners, float("inf"))
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < min_rounds or (time.perf_counter() - start < budget and rounds < 200):
+        for name, run in runners.items():
+            run()
+            for _ in range(burst - 1):
+                t0 = time.perf_counter()
+                run()
+                best[name] = min(best[name], time.perf_counter() - t0)
+        rounds += 1
     return best
 
 
@@ -202,40 +231,32 @@ class Cell:
         return f"{triad:>5} {torch:>5} {iree:>5}"
 
 
-def iree_child(cases: list[tuple[str, int, str, str]], threads: int) -> dict[str, float]:
-    """Child process: IREE local-task seconds per call for each case (op, log2n, type, form)."""
+def iree_runner(op: str, inputs: dict[str, np.ndarray], form: str, config: object):
+    """IREE (local-task) running the same signature, compiled once (cached)."""
     import iree.runtime as rt
 
     from lossgrad_compiler.backends.iree import compile_signatures
     from lossgrad_compiler.frontend.signature import signature_of
 
-    rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
-    config = rt.Config("local-task")
-    found: dict[str, float] = {}
-    for op, log2n, type_name, form in cases:
-        inputs = make_inputs(op, 1 << log2n, spec.float_type(type_name).dtype, form=form)
-        infos = {k: spec.TensorInfo(v.dtype, v.shape) for k, v in inputs.items()}
-        sig = signature_of(spec.validate(op, infos, attrs_for(op, form)))
-        context = rt.SystemContext(config=config)
-        path = compile_signatures([sig])
-        context.add_vm_module(rt.VmModule.mmap(config.vm_instance, str(path)))
-        function = context.modules.module[sig.id]
-        args = [rt.asdevicearray(config.device, inputs[n]) for n in spec.INPUT_NAMES]
-        found[f"{op}/{log2n}/{type_name}/{form}"] = best_time(
-            lambda f=function, a=args: f(*a).to_host()
-        )
-    return found
+    infos = {k: spec.TensorInfo(v.dtype, v.shape) for k, v in inputs.items()}
+    sig = signature_of(spec.validate(op, infos, attrs_for(op, form)))
+    context = rt.SystemContext(config=config)
+    path = compile_signatures([sig])
+    context.add_vm_module(rt.VmModule.mmap(config.vm_instance, str(path)))  # type: ignore[attr-defined]
+    function = context.modules.module[sig.id]
+    args = [rt.asdevicearray(config.device, inputs[n]) for n in spec.INPUT_NAMES]  # type: ignore[attr-defined]
+    return lambda: function(*args).to_host()
 
 
-def iree_times(cases: list[tuple[str, int, str, str]], threads: int) -> dict[str, float]:
-    """IREE's times from a child process, or {} where IREE is not installed."""
+def iree_config(threads: int) -> object | None:
+    """IREE's local-task device with `threads` workers, or None where IREE is not installed.
+    The worker count is fixed when the device starts: one process per thread count."""
     try:
-        import iree.runtime  # noqa: F401
+        import iree.runtime as rt
     except ImportError:
-        return {}
-    command = [sys.executable, __file__, "--iree-child", str(threads), json.dumps(cases)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return None
+    rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
+    return rt.Config("local-task")
 
 
 def mul_runner(n: int, dtype: np.dtype, threads: int):
@@ -260,6 +281,42 @@ def mul_runner(n: int, dtype: np.dtype, threads: int):
     return lambda: sess.run_with_iobinding(binding)
 
 
+def measure_cell(op: str, log2n: int, type_name: str, form: str, threads: int, iree: object):
+    """One cell: native, function path, PyTorch, IREE and the triad, taking turns."""
+    n = 1 << log2n
+    dtype = spec.float_type(type_name).dtype
+    inputs = make_inputs(op, n, dtype, form=form)
+    model = single_node_model(op, dtype, form)
+    runners = {
+        "native": ort_runner(model, inputs, threads, native=True),
+        "function": ort_runner(model, inputs, threads, native=False),
+        "triad": triad_runner(n, threads),
+    }
+    torch_run = torch_runner(op, inputs, threads)
+    if torch_run:
+        runners["torch"] = torch_run
+    if iree is not None:
+        runners["iree"] = iree_runner(op, inputs, form, iree)
+    times = best_times(runners)
+    nan = float("nan")
+    return Cell(
+        op, log2n, type_name, form, threads,
+        native=times["native"],
+        function=times["function"],
+        torch=times.get("torch", nan),
+        iree=times.get("iree", nan),
+        triad=times["triad"],
+    )  # fmt: skip
+
+
+def measure_child(cases: list[tuple[str, int, str, str]], threads: int) -> None:
+    """Child process for one thread count: each cell's times as one JSON line, as measured."""
+    iree = iree_config(threads)
+    for op, log2n, type_name, form in cases:
+        cell = measure_cell(op, log2n, type_name, form, threads, iree)
+        print(json.dumps(dataclasses.asdict(cell)), flush=True)
+
+
 def measure(
     ops: list[str], sizes: list[int], types: list[str], forms: list[str], threads: list[int]
 ) -> list[Cell]:
@@ -268,41 +325,34 @@ def measure(
         f"{'torch':>8} {'iree':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} {'triad':>5} "
         f"{'torch':>5} {'iree':>5}"
     )
-    print(f"onnxruntime {ort.__version__}; times in ms (minimum of repeated runs); goals:")
+    print(
+        f"onnxruntime {ort.__version__}; times in ms (minimum of interleaved runs, the triad "
+        "beside each cell); goals:"
+    )
     print(header)
     print("-" * len(header))
     cells: list[Cell] = []
     for thr in threads:
-        cases = [(o, n, t, f) for n in sizes for t in types for f in forms for o in ops]
-        iree = iree_times(cases, thr)
-        for log2n in sizes:
-            n = 1 << log2n
-            triad = best_time(triad_runner(n, thr))
-            for type_name, form, op in itertools.product(types, forms, ops):
-                dtype = spec.float_type(type_name).dtype
-                inputs = make_inputs(op, n, dtype, form=form)
-                model = single_node_model(op, dtype, form)
-                torch_run = torch_runner(op, inputs, thr)
-                cell = Cell(
-                    op,
-                    log2n,
-                    type_name,
-                    form,
-                    thr,
-                    native=best_time(ort_runner(model, inputs, thr, native=True)),
-                    function=best_time(ort_runner(model, inputs, thr, native=False)),
-                    torch=best_time(torch_run) if torch_run else float("nan"),
-                    iree=iree.get(f"{op}/{log2n}/{type_name}/{form}", float("nan")),
-                    triad=triad,
-                )
+        cases = [
+            (o, n, t, f) for n in sizes for t in types for f in forms for o in ops
+        ]  # fmt: skip
+        command = [sys.executable, __file__, "--child", str(thr), json.dumps(cases)]
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if not line.startswith("{"):
+                    continue  # a build notice or a library's chatter
+                cell = Cell(**json.loads(line))
                 cells.append(cell)
                 print(
-                    f"{op:22} 2^{log2n:<3} {type_name:8} {form:4} {thr:>3} "
-                    f"{cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
-                    f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {triad * 1e3:7.3f} "
+                    f"{cell.op:22} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
+                    f"{thr:>3} {cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
+                    f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {cell.triad * 1e3:7.3f} "
                     f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}",
                     flush=True,
                 )
+        if child.returncode != 0:
+            raise SystemExit(f"the {thr}-thread measurement failed (exit {child.returncode})")
     return cells
 
 
@@ -378,12 +428,11 @@ def main() -> None:
     parser.add_argument("--forms", nargs="+", choices=FORMS, help="grad_output forms")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--plot", type=Path, help="write the GB/s picture here (matplotlib)")
-    parser.add_argument("--iree-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("cases", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.iree_child is not None:
-        cases = [tuple(c) for c in json.loads(args.cases)]
-        print(json.dumps(iree_child(cases, args.iree_child)))  # type: ignore[arg-type]
+    if args.child is not None:
+        measure_child([tuple(c) for c in json.loads(args.cases)], args.child)  # type: ignore[misc]
         return
     quick = args.quick
     sizes = args.sizes or ([16, 20] if quick else [16, 20, 22, 24])
