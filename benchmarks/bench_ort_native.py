@@ -100,12 +100,15 @@ def best_times(
     budget: float = 3.0,
     min_rounds: int = 3,
     burst: int = 3,
+    pause: float = 0.02,
 ) -> dict[str, float]:
     """Minimum seconds per call of each runner, the runners taking turns (round robin) for
     about `budget` seconds: on a shared machine the bandwidth drifts over seconds, and runners
     measured one after another would each meet a different machine. Each turn is a burst of
     calls whose first is not counted, so that a runner's data are as warm in cache as when it
-    runs alone (the others' turns evict them)."""
+    runs alone (the others' turns evict them). A pause follows each turn: ORT's and the other
+    runtimes' pool threads spin for a while after a call and would take the next runner's
+    second core."""
     for run in runners.values():
         run()  # warm up (allocations, page faults, lazy initialisation)
     best = dict.fromkeys(runners, float("inf"))
@@ -118,6 +121,7 @@ def best_times(
                 t0 = time.perf_counter()
                 run()
                 best[name] = min(best[name], time.perf_counter() - t0)
+            time.sleep(pause)
         rounds += 1
     return best
 
