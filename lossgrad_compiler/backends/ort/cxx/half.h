@@ -194,6 +194,12 @@ inline void widen_chunk(const T* p, float* __restrict out) {
     _mm512_storeu_ps(out, _mm512_castsi512_ps(wide));
   }
 #else
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, float16>) {
+    widen_contiguous(p, kChunk, out);
+    return;
+  }
+#endif
   for (int i = 0; i < kChunk; ++i) out[i] = widen(p[i]);
 #endif
 }
@@ -246,6 +252,10 @@ inline void narrow_chunk(const float* __restrict values, T* out) {
   }
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), halves);
 #else
+  if constexpr (kNarrowsInVectors<T>) {
+    narrow_contiguous(values, kChunk, out);
+    return;
+  }
   for (int i = 0; i < kChunk; ++i) out[i] = convert<T>(values[i]);
 #endif
 }

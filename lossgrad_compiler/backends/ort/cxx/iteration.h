@@ -215,13 +215,13 @@ struct HalfStream {
   H replicated[kChunk];
   const H* at(int64_t i) const { return data + (i & mask); }
   void start(const Layout& l, int op, int64_t offset, int inner) {
-    const H* at = static_cast<const H*>(l.data[op]) + offset;
+    const H* first = static_cast<const H*>(l.data[op]) + offset;
     if (l.stride[op][inner] == 0) {
-      std::fill(std::begin(replicated), std::end(replicated), *at);
+      std::fill(std::begin(replicated), std::end(replicated), *first);
       data = replicated;
       mask = 0;
     } else {
-      data = at;
+      data = first;
       mask = -1;
     }
   }
