@@ -51,8 +51,8 @@ ENV_MARCH = "LOSSGRAD_ORT_MARCH"
 # writes; -ffp-contract=off keeps a*b+c two roundings, as the level-2 IR and reference.py
 # compute. None changes a result; no -ffast-math. -mprefer-vector-width=512 lets g++ use
 # 512-bit vectors where -march has them (it keeps 256 by default). On this AVX-512 Zen 4, in
-# a loop of KlDivTargetBackward's body (in L1, g++ 12, -march=native): 0.55 ns per element
-# with it, 0.76 without; the fused float16 SmoothL1 loop 0.147 against 0.216. (Before the
+# a loop of KlDivTargetBackward's body (in L1, g++ 12, -march=native): 0.57 ns per element
+# with it, 0.80 without; the fused float16 SmoothL1 loop 0.147 against 0.216. (Before the
 # spelled-out -march carried AVX-512, the flag had no effect here, and the gains once
 # credited to it were not its doing.) Without AVX-512 the flag changes nothing.
 OPTIMIZE_FLAGS: tuple[str, ...] = (
