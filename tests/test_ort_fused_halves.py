@@ -8,14 +8,13 @@ a column that changes per row) through it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import ml_dtypes
 import numpy as np
 import pytest
 
 from lossgrad_compiler import spec
 from tests.helpers.cases import Case, make_case
+from tests.helpers.tolerances import bits
 from tests.ort_native_support import case_model, native_library, native_session, run
 
 HALVES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
@@ -54,14 +53,6 @@ def _shapes_for(op_type: str, go: tuple, x: tuple, t: tuple) -> tuple[tuple, tup
     return (go, t, x) if op_type == spec.KL_DIV_TARGET_BACKWARD.name else (go, x, t)
 
 
-def _bits_or_nan(values: np.ndarray) -> list[Any]:
-    """Each element's bits, with every NaN the same (the F16C conversion may keep a NaN's
-    payload where the scalar one quiets it)."""
-    raw = values.view(np.uint16).ravel()
-    nan = np.isnan(values.astype(np.float64)).ravel()
-    return ["nan" if n else int(r) for n, r in zip(nan, raw, strict=True)]
-
-
 @pytest.mark.parametrize("half", HALVES, ids=lambda d: d.name)
 @pytest.mark.parametrize("op_type", list(ATTRIBUTES))
 @pytest.mark.parametrize("name,go,x,t", SHAPES, ids=[s[0] for s in SHAPES])
@@ -79,7 +70,7 @@ def test_half_kernel_is_the_float32_kernel_rounded_once(
         got = run(native_session(case_model(case)), case.inputs)
         in_float32 = run(native_session(case_model(wide)), wide.inputs)
         assert got.dtype == half
-        assert _bits_or_nan(got) == _bits_or_nan(in_float32.astype(half)), (
+        assert np.array_equal(bits(got), bits(in_float32.astype(half))), (
             f"{case.label}: the half kernel differs from float32 rounded once"
         )
 
@@ -104,4 +95,4 @@ def test_subnormal_results_round_like_float32(half: np.dtype) -> None:
     got = run(native_session(case_model(case)), case.inputs)
     in_float32 = run(native_session(case_model(wide)), wide.inputs)
     assert np.any((in_float32 != 0) & (np.abs(in_float32) < tiny))  # subnormal results
-    assert _bits_or_nan(got) == _bits_or_nan(in_float32.astype(half))
+    assert np.array_equal(bits(got), bits(in_float32.astype(half)))
