@@ -15,7 +15,10 @@ counts the bytes the operator must move (the tensors it reads and writes: KlDivB
 never reads self); "x triad" is that rate as a fraction of the triad a[i] = b[i] + s*c[i]
 (float32) measured beside it with the same compiler and thread count. Goals: at least 0.9 of
 the triad at >= 2^22 (0.8 for KlDivTargetBackward), faster than PyTorch, at least as fast as
-IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size.
+IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size. Each goal not
+met is listed with its reason, taken from the run itself: a runner's cost per element in
+cache (the difference between its 2^16 and 2^20 times, which cancels the fixed cost of a
+call) against what the goal allows.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ ATTRS = {
 STREAMS = {"KlDivBackward": 2, "KlDivTargetBackward": 3, "SmoothL1LossBackward": 3}
 FORMS = ("0-d", "full")  # grad_output 0-d with reduction mean, or of self's shape with none
 TRIAD_GOAL = {"KlDivBackward": 0.9, "SmoothL1LossBackward": 0.9, "KlDivTargetBackward": 0.8}
+TRIAD_GOAL_FROM = 22  # log2 n from which the triad goal applies
+IN_CACHE = (16, 20)  # log2 n of two sizes whose data stay in cache (<= 16 MiB of 32 MiB L3)
 
 
 def attrs_for(op: str, form: str = "0-d") -> dict:
@@ -225,14 +230,97 @@ class Cell:
     def triad_rate(self) -> float:
         return 3 * (1 << self.log2n) * 4 / self.triad
 
+    @property
+    def triad_ratio(self) -> float:
+        return self.rate / self.triad_rate
+
+    def per_element(self, seconds: float) -> float:
+        """Nanoseconds per element of a time of this cell."""
+        return seconds * 1e9 / (1 << self.log2n)
+
+    def goal_per_element(self) -> float:
+        """Nanoseconds per element the triad goal allows at this cell's triad."""
+        return self.per_element(self.native) * self.triad_ratio / TRIAD_GOAL[self.op]
+
     def goals(self) -> str:
         """Each goal of the cell, met (ok) or not (NO); '-' where it does not apply."""
         triad = "-"
-        if self.log2n >= 22:
-            triad = "ok" if self.rate / self.triad_rate >= TRIAD_GOAL[self.op] else "NO"
+        if self.log2n >= TRIAD_GOAL_FROM:
+            triad = "ok" if self.triad_ratio >= TRIAD_GOAL[self.op] else "NO"
         torch = "-" if np.isnan(self.torch) else ("ok" if self.native < self.torch else "NO")
         iree = "-" if np.isnan(self.iree) else ("ok" if self.native <= self.iree else "NO")
         return f"{triad:>5} {torch:>5} {iree:>5}"
+
+
+def in_cache_cost(cell: Cell, cells: list[Cell], runner: str) -> float | None:
+    """Nanoseconds per element a runner (native, torch or iree) adds between 2^16 and 2^20
+    elements of the same operator, type, form and thread count: both sizes stay in cache, and
+    the difference cancels the fixed cost of a call (IREE's and PyTorch's dispatch take
+    microseconds), so what is left is the runner's arithmetic per element. None when this run
+    has no such pair."""
+    key = (cell.op, cell.type_name, cell.form, cell.threads)
+    twins = {
+        c.log2n: getattr(c, runner)
+        for c in cells
+        if (c.op, c.type_name, c.form, c.threads) == key and c.log2n in IN_CACHE
+    }
+    small, large = IN_CACHE
+    if len(twins) != 2 or any(np.isnan(t) for t in twins.values()):
+        return None
+    return (twins[large] - twins[small]) * 1e9 / ((1 << large) - (1 << small))
+
+
+def reasons(cell: Cell, cells: list[Cell]) -> list[str]:
+    """Why each goal of `cell` that is not met is missed, from this run's own measurements:
+    whether the kernel's arithmetic alone, with the data in cache, already costs more than the
+    goal allows (compute-bound), or the time is lost moving the data at this size."""
+    cache = f"in cache (2^{IN_CACHE[0]}..2^{IN_CACHE[1]})"
+    unknown = f"no 2^{IN_CACHE[0]} and 2^{IN_CACHE[1]} cells in this run to tell why"
+    found: list[str] = []
+    goals = cell.goals().split()
+    ours = in_cache_cost(cell, cells, "native")
+    if goals[0] == "NO":
+        allowed = cell.goal_per_element()
+        head = f"triad {cell.triad_ratio:.2f} < {TRIAD_GOAL[cell.op]}"
+        if ours is None:
+            found.append(f"{head}: {unknown}")
+        elif ours >= allowed:
+            found.append(
+                f"{head}: compute-bound, {ours:.2f} ns/element {cache}, the goal allows "
+                f"{allowed:.2f}"
+            )
+        else:
+            found.append(
+                f"{head}: memory, {cell.per_element(cell.native):.2f} ns/element here against "
+                f"{ours:.2f} {cache}; the goal allows {allowed:.2f}"
+            )
+    for name, goal, runner in (("PyTorch", goals[1], "torch"), ("IREE", goals[2], "iree")):
+        if goal != "NO":
+            continue
+        head = f"{name} {cell.native / getattr(cell, runner):.2f}x faster"
+        theirs = in_cache_cost(cell, cells, runner)
+        if ours is None or theirs is None:
+            found.append(f"{head}: {unknown}")
+            continue
+        where = (
+            "it costs less per element even in cache"
+            if theirs < ours
+            else "it moves the data faster at this size"
+        )
+        found.append(f"{head}: {theirs:.2f} against our {ours:.2f} ns/element {cache}, so {where}")
+    return found
+
+
+def report_reasons(cells: list[Cell]) -> None:
+    """One line per goal not met, with its reason."""
+    lines = [
+        f"{c.op:22} 2^{c.log2n:<3} {c.type_name:8} {c.form:4} {c.threads:>3}  {why}"
+        for c in cells
+        for why in reasons(c, cells)
+    ]
+    print(f"\ngoals not met, and why ({len(lines)}):" if lines else "\nevery goal met")
+    for line in lines:
+        print(line)
 
 
 def iree_runner(op: str, inputs: dict[str, np.ndarray], form: str, config: object):
@@ -443,6 +531,7 @@ def main() -> None:
     types = args.types or (["float32"] if quick else ["float32", "float16", "bfloat16"])
     forms = args.forms or (["0-d"] if quick else list(FORMS))
     cells = measure(args.ops, sizes, types, forms, args.threads)
+    report_reasons(cells)
     overhead(args.ops)
     if args.plot:
         plot(cells, args.plot)
