@@ -85,6 +85,26 @@ def test_large_inputs_deterministic_across_threads(
     assert_matches(one, expected, op_type, case.inputs, attrs, tolerance=TIGHT, context=case.label)
 
 
+@pytest.mark.parametrize("op_type", OP_TYPES)
+def test_broadcast_grad_output_copies_follow_each_block(op_type: str) -> None:
+    """A 0-d grad_output is copied into a block buffer only as far as a block reads it. A task
+    (32768 points) that starts 10 points before a row's end reads 10 copies, then full blocks
+    that need 1024: the buffer must be refilled, not read past its 10 copies. Two calls with
+    different grad_output values on two threads make stale copies show."""
+    op = spec.operator(op_type)
+    x_shape, t_shape = ((32778,), (3, 32778)) if op is spec.KL_DIV_TARGET_BACKWARD else (
+        (3, 32778), (32778,)
+    )  # fmt: skip
+    session = None
+    for k, go in enumerate((3.0, -0.25)):
+        case = make_case(op_type, {"reduction": "mean"}, x_shape, t_shape, (), seed=k)
+        case.inputs["grad_output"] = np.array(go, np.float32)
+        session = session or native_session(case_model(case), threads=2)
+        got = run(session, case.inputs)
+    expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
+    assert_matches(got, expected, op_type, case.inputs, case.attrs, tolerance=TIGHT)
+
+
 @pytest.mark.parametrize("beta", [0.0, 1e-45, 1e-40, 0.5, 3.0e38, float("inf")])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_beta_forms_follow_rounding_to_compute_type(beta: float, dtype: np.dtype) -> None:

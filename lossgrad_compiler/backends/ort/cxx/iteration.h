@@ -112,11 +112,14 @@ inline void value_block(const typename V::L0* __restrict a, const typename V::L1
 }
 
 // One operand's block buffer. A broadcast operand (stride 0, e.g. a 0-d grad_output) is
-// converted and replicated once and then reused by every block that reads the same element.
+// converted and replicated once and then reused by every block that reads the same element;
+// only as many copies as a block reads are written (a call of 16 elements writes 16, not
+// kBlock).
 template <class C>
 struct OperandBlock {
   C buf[kBlock];
-  const void* replicated = nullptr;  // the element buf holds kBlock copies of, if any
+  const void* replicated = nullptr;  // the element buf holds `copies` copies of, if any
+  int64_t copies = 0;
 
   template <class T>
   const C* load(const T* p, int64_t stride, int64_t n) {
@@ -124,9 +127,10 @@ struct OperandBlock {
       replicated = nullptr;
       return load_block<C>(p, stride, n, buf);
     }
-    if (replicated != p) {
-      load_block<C>(p, 0, kBlock, buf);
+    if (replicated != p || copies < n) {
+      load_block<C>(p, 0, n, buf);
       replicated = p;
+      copies = n;
     }
     return buf;
   }
