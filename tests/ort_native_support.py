@@ -3,6 +3,7 @@ the built kernel library (tests skip when no compiler or headers are available).
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from onnx import ModelProto
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ort.build import NativeUnavailableError
+from lossgrad_compiler.backends.ort.build import NativeUnavailableError, toolchain
 from lossgrad_compiler.runtime.ort import library_path
 from lossgrad_compiler.runtime.ort_io import run_session
 
@@ -25,6 +26,20 @@ def native_library() -> str:
         return str(library_path())
     except NativeUnavailableError as err:
         pytest.skip(f"native ORT kernels unavailable: {err}")
+
+
+def builds_vector_log(arch_flags: tuple[str, ...]) -> bool:
+    """Whether the library's compiler with `arch_flags` defines what cxx/vmath.h asks of the
+    float log's vector variant (g++, AVX-512F, FMA)."""
+    done = subprocess.run(
+        [*toolchain().compiler, *arch_flags, "-dM", "-E", "-x", "c++", "-"],
+        input="",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    macros = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("#define")}
+    return {"__AVX512F__", "__FMA__", "__GNUC__"} <= macros and "__clang__" not in macros
 
 
 def node_model(

@@ -21,6 +21,7 @@ from lossgrad_compiler.backends.ort.build import (
     toolchain,
 )
 from lossgrad_compiler.backends.ort.library import runtime_header
+from tests.ort_native_support import builds_vector_log
 
 _HARNESS = """
 #include <algorithm>
@@ -68,6 +69,11 @@ LOSSGRAD_BLOCKS(blocks_bf16, bfloat16)
 BUILDS = ["build machine", *(["x86-64"] if platform.machine() in ("x86_64", "AMD64") else [])]
 
 
+def vmath_arch_flags(build: str) -> tuple[str, ...]:
+    """The -march flags of one of BUILDS."""
+    return toolchain().arch_flags if build == "build machine" else (f"-march={build}",)
+
+
 @pytest.fixture(scope="module", params=BUILDS)
 def vmath(request: pytest.FixtureRequest) -> ctypes.CDLL:
     """The harness built as the library is: for this machine's CPU (with F16C/AVX2 paths
@@ -77,8 +83,7 @@ def vmath(request: pytest.FixtureRequest) -> ctypes.CDLL:
         tools = toolchain()
     except NativeUnavailableError as err:
         pytest.skip(f"no toolchain: {err}")
-    if request.param != "build machine":
-        tools = dataclasses.replace(tools, arch_flags=(f"-march={request.param}",))
+    tools = dataclasses.replace(tools, arch_flags=vmath_arch_flags(request.param))
     return ctypes.CDLL(str(build_shared_library(source, "test_vmath", tools=tools)))
 
 
@@ -142,24 +147,14 @@ def test_float_log_within_one_ulp(vmath: ctypes.CDLL) -> None:
     assert err.max() <= 1.0, f"log({x[err.argmax()]!r}) is {err.max():.3f} ulp off"
 
 
-def cpu_has(*flags: str) -> bool:
-    """Whether this (Linux) machine's CPU reports every one of `flags`."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            reported = set(cpuinfo.read().split())
-    except OSError:
-        return False
-    return all(flag in reported for flag in flags)
-
-
 def test_float_log_vector_variant_gives_the_scalar_bits(
     vmath: ctypes.CDLL, request: pytest.FixtureRequest
 ) -> None:
-    """A g++ build for an AVX-512 machine has the log's vector variants (cxx/vmath.h), and a
+    """A g++ build with AVX-512 and FMA has the log's vector variants (cxx/vmath.h), and a
     vectorised loop through them gives the scalar form's bits for every sample, NaN payloads
-    and signs included (the whole 2^32 was checked once by hand). The baseline x86-64 build
-    has none."""
-    wanted = request.node.callspec.params["vmath"] == "build machine" and cpu_has("avx512f", "fma")
+    and signs included (the whole 2^32 was checked once by hand). Other builds (the baseline
+    x86-64 one) have none."""
+    wanted = builds_vector_log(vmath_arch_flags(request.node.callspec.params["vmath"]))
     assert bool(vmath.vector_log()) == wanted
     if not wanted:
         return

@@ -9,23 +9,9 @@ from __future__ import annotations
 import subprocess
 
 from lossgrad_compiler.backends.ort.build import toolchain
-from tests.ort_native_support import native_library
+from tests.ort_native_support import builds_vector_log, native_library
 
 VARIANT = "_ZGVeN16v_lossgrad_logf_scalar"
-
-
-def builds_vector_log() -> bool:
-    """Whether the library's compiler and flags define what vmath.h asks of the variant."""
-    tools = toolchain()
-    done = subprocess.run(
-        [*tools.compiler, *tools.arch_flags, "-dM", "-E", "-x", "c++", "-"],
-        input="",
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    macros = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("#define")}
-    return {"__AVX512F__", "__FMA__", "__GNUC__"} <= macros and "__clang__" not in macros
 
 
 def test_kernels_call_the_log_vector_variant() -> None:
@@ -34,7 +20,7 @@ def test_kernels_call_the_log_vector_variant() -> None:
         ["objdump", "-d", "--no-show-raw-insn", path], capture_output=True, text=True, check=True
     ).stdout
     calls = sum(1 for line in listing.splitlines() if "call" in line and f"<{VARIANT}>" in line)
-    if builds_vector_log():
+    if builds_vector_log(toolchain().arch_flags):
         assert calls > 0, f"no loop of {path} calls {VARIANT}"
     else:
         assert calls == 0
