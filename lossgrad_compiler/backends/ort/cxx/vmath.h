@@ -9,11 +9,11 @@
 // multiply-adds where the build has FMA, the odd series in s = (m-1)/(m+1) where it has not;
 // so its bits depend on whether the library is built with FMA (results stay the same from
 // run to run and across thread counts). A g++ build with AVX-512 also gives the FMA form a
-// 16-lane variant that vectorised loops call, with the same bits. Measured against the correctly rounded result (every
-// positive float for float log; every 7th float for exp; 2e7 random doubles), the largest
-// errors are 0.827 ulp (float log, FMA) and 0.835 ulp (without), 1.02 ulp (float exp),
-// 0.77 ulp (double log) and 0.96 ulp (double exp); tests/test_ort_numerics.py keeps them
-// there, built both ways.
+// 16-lane variant that vectorised loops call, with the same bits. Measured against the
+// correctly rounded result (every positive float for float log; every 7th float for exp; 2e7
+// random doubles), the largest errors are 0.827 ulp (float log, FMA) and 0.835 ulp
+// (without), 1.02 ulp (float exp), 0.77 ulp (double log) and 0.96 ulp (double exp);
+// tests/test_ort_numerics.py keeps them there, built both ways.
 
 // Bit views (bits_of, float_of, double_of) come from half.h.
 namespace lossgrad {
@@ -68,55 +68,70 @@ inline FloatLogReduction reduce_for_log(float x) {
 }
 
 #if defined(__FMA__)
-// With FMA hardware: Cephes' log1p(f) = f - f^2/2 + f^3 P(f), P of degree 8 evaluated by
-// Estrin's scheme, every a*b+c one fused multiply-add (std::fma: exactly rounded on every
-// machine). No division: 16 % faster than the form below in a loop of KlDivTargetBackward's
-// body; largest error over every positive float 0.827 ulp (the form below: 0.835).
-inline float log_fma(float x) {
-  using namespace log_coefficients;
-  const auto [f, kf] = reduce_for_log(x);
-  const float f2 = f * f;
-  const float f4 = f2 * f2;
-  const float p01 = std::fma(kP0, f, kP1), p23 = std::fma(kP2, f, kP3);
-  const float p45 = std::fma(kP4, f, kP5), p67 = std::fma(kP6, f, kP7);
-  const float p = std::fma(std::fma(std::fma(p01, f2, p23), f4, std::fma(p45, f2, p67)), f, kP8);
-  float y = (f * f2) * p;
-  y = std::fma(kf, kCephesLn2Lo, y);
-  y = std::fma(-0.5f, f2, y);
-  return log_special(x, std::fma(kf, kCephesLn2Hi, f + y));
-}
-
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 #define LOSSGRAD_VECTOR_LOG 1
+#endif
+
+// The operations the FMA form is written in, for a float and, with the vector variant, for 16
+// floats: both evaluate the same expression, operation for operation.
+template <class F>
+F splat(float v);
+template <>
+inline float splat<float>(float v) {
+  return v;
+}
+inline float fused(float a, float b, float c) { return std::fma(a, b, c); }
+#if defined(LOSSGRAD_VECTOR_LOG)
+template <>
+inline __m512 splat<__m512>(float v) {
+  return _mm512_set1_ps(v);
+}
+inline __m512 fused(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+#endif
+
+// With FMA hardware: k ln2 + log1p(f) from reduce_for_log's f and k, with Cephes' log1p(f) =
+// f - f^2/2 + f^3 P(f), P of degree 8 evaluated by Estrin's scheme, every a*b+c one fused
+// multiply-add (std::fma: exactly rounded on every machine). No division: 16 % faster than
+// the form below in a loop of KlDivTargetBackward's body; largest error over every positive
+// float 0.827 ulp (the form below: 0.835).
+template <class F>
+inline F log_from_reduction(F f, F kf) {
+  using namespace log_coefficients;
+  const auto c = [](float v) { return splat<F>(v); };
+  const F f2 = f * f;
+  const F f4 = f2 * f2;
+  const F p01 = fused(c(kP0), f, c(kP1)), p23 = fused(c(kP2), f, c(kP3));
+  const F p45 = fused(c(kP4), f, c(kP5)), p67 = fused(c(kP6), f, c(kP7));
+  const F p = fused(fused(fused(p01, f2, p23), f4, fused(p45, f2, p67)), f, c(kP8));
+  F y = (f * f2) * p;
+  y = fused(kf, c(kCephesLn2Lo), y);
+  y = fused(c(-0.5f), f2, y);
+  return fused(kf, c(kCephesLn2Hi), f + y);
+}
+
+inline float log_fma(float x) {
+  const auto [f, kf] = reduce_for_log(x);
+  return log_special(x, log_from_reduction(f, kf));
+}
+
+#if defined(LOSSGRAD_VECTOR_LOG)
 // log_fma on 16 lanes with AVX-512's exact helpers: getexp/getmant read k and m (subnormal
 // inputs included) in three instructions where the scalar form needs a scale and a select,
 // and one fix-up instruction sets the special inputs where it needs four compares and
-// selects. The arithmetic is the same, operation for operation, so every one of the 2^32
-// inputs gives the scalar form's bits (tests/test_ort_numerics.py checks it).
+// selects. The rest is log_from_reduction, so every one of the 2^32 inputs gives the scalar
+// form's bits (tests/test_ort_numerics.py checks it).
 inline __m512 log_fma16(__m512 x) {
-  using namespace log_coefficients;
-  const auto c = [](float v) { return _mm512_set1_ps(v); };
   const __m512 m1 = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero);  // [1, 2)
   const __m512 e = _mm512_getexp_ps(x);
   // m = m1 / 2 and k = e + 1 from sqrt(2) up: m in [sqrt(2)/2, sqrt(2)) as reduce_for_log's
-  const __mmask16 high = _mm512_cmp_ps_mask(m1, c(0x1.6a09e6p+0f), _CMP_GE_OQ);
-  const __m512 f = _mm512_sub_ps(_mm512_mask_mul_ps(m1, high, m1, c(0.5f)), c(1.0f));
-  const __m512 kf = _mm512_mask_add_ps(e, high, e, c(1.0f));
-  const __m512 f2 = _mm512_mul_ps(f, f);
-  const __m512 f4 = _mm512_mul_ps(f2, f2);
-  const __m512 p01 = _mm512_fmadd_ps(c(kP0), f, c(kP1)), p23 = _mm512_fmadd_ps(c(kP2), f, c(kP3));
-  const __m512 p45 = _mm512_fmadd_ps(c(kP4), f, c(kP5)), p67 = _mm512_fmadd_ps(c(kP6), f, c(kP7));
-  const __m512 p = _mm512_fmadd_ps(
-      _mm512_fmadd_ps(_mm512_fmadd_ps(p01, f2, p23), f4, _mm512_fmadd_ps(p45, f2, p67)), f,
-      c(kP8));
-  __m512 y = _mm512_mul_ps(_mm512_mul_ps(f, f2), p);
-  y = _mm512_fmadd_ps(kf, c(kCephesLn2Lo), y);
-  y = _mm512_fmadd_ps(c(-0.5f), f2, y);
-  const __m512 finite = _mm512_fmadd_ps(kf, c(kCephesLn2Hi), _mm512_add_ps(f, y));
+  const __mmask16 high = _mm512_cmp_ps_mask(m1, _mm512_set1_ps(0x1.6a09e6p+0f), _CMP_GE_OQ);
+  const __m512 m = _mm512_mask_mul_ps(m1, high, m1, _mm512_set1_ps(0.5f));
+  const __m512 f = _mm512_sub_ps(m, _mm512_set1_ps(1.0f));
+  const __m512 kf = _mm512_mask_add_ps(e, high, e, _mm512_set1_ps(1.0f));
   // Per class of x, nibble by nibble from the lowest: QNaN and SNaN -> x quieted (2), 0 -> -inf
   // (4), +1 -> finite (0), -inf -> default NaN (3), +inf -> +inf (5), negative -> default NaN
   // (3), positive -> finite (0).
-  return _mm512_fixupimm_ps(finite, x, _mm512_set1_epi32(0x03530422), 0);
+  return _mm512_fixupimm_ps(log_from_reduction(f, kf), x, _mm512_set1_epi32(0x03530422), 0);
 }
 #endif
 #endif
