@@ -242,14 +242,18 @@ class Cell:
         """Nanoseconds per element the triad goal allows at this cell's triad."""
         return self.per_element(self.native) * self.triad_ratio / TRIAD_GOAL[self.op]
 
-    def goals(self) -> str:
-        """Each goal of the cell, met (ok) or not (NO); '-' where it does not apply."""
+    def verdicts(self) -> tuple[str, str, str]:
+        """The triad, PyTorch and IREE goals: met (ok) or not (NO); '-' where one does not
+        apply."""
         triad = "-"
         if self.log2n >= TRIAD_GOAL_FROM:
             triad = "ok" if self.triad_ratio >= TRIAD_GOAL[self.op] else "NO"
         torch = "-" if np.isnan(self.torch) else ("ok" if self.native < self.torch else "NO")
         iree = "-" if np.isnan(self.iree) else ("ok" if self.native <= self.iree else "NO")
-        return f"{triad:>5} {torch:>5} {iree:>5}"
+        return triad, torch, iree
+
+    def goals(self) -> str:
+        return " ".join(f"{verdict:>5}" for verdict in self.verdicts())
 
 
 def in_cache_cost(cell: Cell, cells: list[Cell], runner: str) -> float | None:
@@ -264,10 +268,14 @@ def in_cache_cost(cell: Cell, cells: list[Cell], runner: str) -> float | None:
         for c in cells
         if (c.op, c.type_name, c.form, c.threads) == key and c.log2n in IN_CACHE
     }
-    small, large = IN_CACHE
     if len(twins) != 2 or any(np.isnan(t) for t in twins.values()):
         return None
-    return (twins[large] - twins[small]) * 1e9 / ((1 << large) - (1 << small))
+    return per_element_between(twins[IN_CACHE[0]], twins[IN_CACHE[1]])
+
+
+def per_element_between(small: float, large: float) -> float:
+    """Nanoseconds per element from a runner's seconds per call at the two IN_CACHE sizes."""
+    return (large - small) * 1e9 / ((1 << IN_CACHE[1]) - (1 << IN_CACHE[0]))
 
 
 def reasons(cell: Cell, cells: list[Cell]) -> list[str]:
@@ -277,9 +285,9 @@ def reasons(cell: Cell, cells: list[Cell]) -> list[str]:
     cache = f"in cache (2^{IN_CACHE[0]}..2^{IN_CACHE[1]})"
     unknown = f"no 2^{IN_CACHE[0]} and 2^{IN_CACHE[1]} cells in this run to tell why"
     found: list[str] = []
-    goals = cell.goals().split()
+    triad, torch, iree = cell.verdicts()
     ours = in_cache_cost(cell, cells, "native")
-    if goals[0] == "NO":
+    if triad == "NO":
         allowed = cell.goal_per_element()
         head = f"triad {cell.triad_ratio:.2f} < {TRIAD_GOAL[cell.op]}"
         if ours is None:
@@ -294,7 +302,7 @@ def reasons(cell: Cell, cells: list[Cell]) -> list[str]:
                 f"{head}: memory, {cell.per_element(cell.native):.2f} ns/element here against "
                 f"{ours:.2f} {cache}; the goal allows {allowed:.2f}"
             )
-    for name, goal, runner in (("PyTorch", goals[1], "torch"), ("IREE", goals[2], "iree")):
+    for name, goal, runner in (("PyTorch", torch, "torch"), ("IREE", iree, "iree")):
         if goal != "NO":
             continue
         head = f"{name} {cell.native / getattr(cell, runner):.2f}x faster"

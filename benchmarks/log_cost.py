@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_ort_native import best_times
+from benchmarks.bench_ort_native import IN_CACHE, best_times, per_element_between
 from lossgrad_compiler.backends.ort.build import build_shared_library
 from lossgrad_compiler.backends.ort.library import runtime_header
 
@@ -106,15 +106,16 @@ def accuracy(log: Log) -> tuple[float, int, float]:
 
 def cost(logs: dict[str, Log]) -> dict[str, float]:
     rng = np.random.default_rng(0)
-    inputs = {k: rng.uniform(0.05, 3.0, 1 << k).astype(np.float32) for k in (16, 20)}
+    inputs = {k: rng.uniform(0.05, 3.0, 1 << k).astype(np.float32) for k in IN_CACHE}
     runners = {
         f"{name} {k}": (lambda f=f, x=x: f(x))
         for name, f in logs.items()
         for k, x in inputs.items()
     }
     times = best_times(runners)
+    small, large = IN_CACHE
     return {
-        name: (times[f"{name} 20"] - times[f"{name} 16"]) * 1e9 / ((1 << 20) - (1 << 16))
+        name: per_element_between(times[f"{name} {small}"], times[f"{name} {large}"])
         for name in logs
     }
 
