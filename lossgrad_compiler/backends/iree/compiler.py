@@ -1,8 +1,9 @@
 """Signatures → level-2 MLIR text → an IREE module (.vmfb), cached like the ORT library.
 
-The text is exactly what `lossgrad-opt -p lower-lossgrad` prints: IREE's input is linalg on
-tensors with arith/math bodies, which level 2 is, so no project code sits between the two.
-One module holds one exported function per signature, named by the signature's id. Modules
+The text is what `lossgrad-opt -p lower-lossgrad` prints (IREE's input is linalg on tensors
+with arith/math bodies, which level 2 is), with each function behind the size check of
+guards.py. One module holds one exported function per signature, named by the signature's
+id. Modules
 are cached by the text, the compiler's version and revision, the flags and (for
 `cpu="host"`) this machine's CPU, and validated against the manifest recorded when they
 were built."""
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
+from lossgrad_compiler.backends.iree.guards import guard_exports
 from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import Signature
@@ -31,12 +33,14 @@ class IreeCompileError(RuntimeError):
 
 
 def module_text(signatures: Iterable[Signature], target: IreeTarget | None = None) -> str:
-    """The level-2 module of `signatures` (each once), checked against docs/level2.md."""
+    """The level-2 module of `signatures` (each once), checked against docs/level2.md, each
+    function exported behind its run-time size check (guards.py)."""
     unique = list(dict.fromkeys(signatures))
     for signature in unique:
         (target or IreeTarget()).check_types(signature.op_type, signature.types)
     module = lower_signatures(unique)
     level2.verify_level2(module)
+    guard_exports(module)
     return str(module)
 
 
