@@ -98,7 +98,12 @@ def llvmlite_binding() -> Any:
 
 def runner_module(signatures: Iterable[Signature]) -> ModuleOp:
     """The HFusion form with C interfaces on the kernels and the runner's host entry."""
-    module = hfusion_module(signatures)
+    return with_runner_entry(hfusion_module(signatures))
+
+
+def with_runner_entry(module: ModuleOp) -> ModuleOp:
+    """`module` (functions in the HFusion form) with C interfaces on its functions and the
+    runner's host entry added."""
     for function in module.ops:
         function.attributes["llvm.emit_c_interface"] = UnitAttr()
     one = TensorType(f32, [1])
