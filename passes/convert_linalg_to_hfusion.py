@@ -301,10 +301,12 @@ class Shapes:
         every float (NaN, ±0 and ±inf too) and one vector max per result element. Returned
         straight from the `linalg.reduce`, AscendNPU IR 1.2.0's reduction schedule (fusion
         kind ANY_PBR) drops the fill of the reduction's init and reduces the tiles' partial
-        sums into a buffer nothing wrote; with any op between the reduce and the return it
-        keeps the fill. bishengir's own simplifications fold `s * 1`, `s + 0` and a copy,
-        so those do not keep the op apart; an f32-to-f32 `hfusion.cast` would, but it is a
-        round to integer on Ascend's vector unit."""
+        sums into a buffer nothing wrote; with the max (or a narrowing cast) between the
+        reduce and the return it keeps the fill. What else was tried: bishengir folds `s * 1`
+        and `s + 0` away (the defect stays), `s * fill(1)` still sums into the unwritten
+        buffer, a `linalg.copy` fails its input/output caching, and an f32-to-f32
+        `hfusion.cast` keeps the fill but becomes a `vcast` with a rounding mode, whose
+        effect on the device could not be checked here."""
         if self.f.narrowing is not None:
             return summed
         out = self.empty(kept, summed.type.get_element_type())  # type: ignore[attr-defined]

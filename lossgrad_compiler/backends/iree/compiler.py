@@ -3,8 +3,7 @@
 The text is what `lossgrad-opt -p lower-lossgrad` prints (IREE's input is linalg on tensors
 with arith/math bodies, which level 2 is), with each function behind the size check of
 guards.py. One module holds one exported function per signature, named by the signature's
-id. Modules
-are cached by the text, the compiler's version and revision, the flags and (for
+id. Modules are cached by the text, the compiler's version and revision, the flags and (for
 `cpu="host"`) this machine's CPU, and validated against the manifest recorded when they
 were built."""
 
