@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 
 from lossgrad_compiler import errors, spec
-from lossgrad_compiler.backends.ascendc import emulate
 from lossgrad_compiler.backends.ascendc.emulation import (
     FLAG_NULL_EXECUTOR,
     FLAG_NULL_OUT,
     FLAG_NULL_WORKSPACE_SIZE,
     UNTOUCHED,
     RawCase,
-    compile_signature,
     flag_null_input,
     run_raw,
 )
+from lossgrad_compiler.runtime.ascendc import compile_signature, emulate
 
 F32 = np.float32
 

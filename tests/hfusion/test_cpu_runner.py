@@ -120,7 +120,7 @@ def test_float32_sums_reduce_into_an_uninitialised_buffer_in_ascendnpu_ir_1_2() 
     from a tensor.empty, and the poisoned allocation makes the sum NaN."""
     case = make_case("KlDivBackward", {"reduction": "sum"}, (3,), (4, 3), (4, 3), F32, seed=1)
     scheduled = run_opt(
-        str(hfusion_module([signature_of(case.checked)])),
+        str(hfusion_module(lower_signatures([signature_of(case.checked)]))),
         AscendNpuIrTarget().hfusion_options,
     )
     finals = 0
@@ -164,6 +164,6 @@ def test_float64_and_bad_calls_are_refused_before_anything_is_built() -> None:
 
 def test_the_runner_module_has_one_host_entry_and_c_interfaces() -> None:
     case = make_case("KlDivBackward", {"reduction": "mean"}, (4, 3), (3,), (), F16)
-    text = str(runner_module([signature_of(case.checked)]))
+    text = str(runner_module(lower_signatures([signature_of(case.checked)])))
     assert text.count("#hacc.host_func_type<host_entry>") == 1
     assert text.count("llvm.emit_c_interface") == 1

@@ -6,10 +6,11 @@ C++ standard library and onnxruntime_c_api.h, and exports only RegisterCustomOps
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import resources
 
-from lossgrad_compiler import spec
+from xdsl.dialects.builtin import ModuleOp
+
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.cxx_messages import print_message_tables
 from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_source
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
@@ -21,8 +22,10 @@ from lossgrad_compiler.backends.ort.glue_printer import (
 )
 from lossgrad_compiler.backends.ort.variant_printer import Variant
 from lossgrad_compiler.backends.ort.variants import (
+    SELF_AND_TARGET,
     kernel_signatures,
     lowered_variants,
+    operand_mask,
     parameter_arguments,
 )
 
@@ -52,6 +55,7 @@ _PRELUDE = """\
 namespace lossgrad {
 constexpr int kMaxRank = %d;  // spec.MAX_RANK
 constexpr int kOpsetVersion = %d;  // spec.OPSET_VERSION
+constexpr unsigned %s = %du;  // the Shapes operand mask of self and target
 }  // namespace lossgrad
 """
 
@@ -83,9 +87,10 @@ class _Variants:
         return kernel, params
 
 
-@cache
-def library_source() -> str:
-    """The library's C++ source (deterministic: the same compiler gives the same text)."""
+def library_source(module: ModuleOp) -> str:
+    """The library's C++ source from the level 2 of variants.library_signatures() in
+    variants.LIBRARY_FORM (deterministic: the same module gives the same text)."""
+    lowered = {f.name: f for f in level2.signature_functions(module)}
     variants = _Variants()
     glue: list[str] = []
     for op in spec.OPERATORS.values():
@@ -93,21 +98,22 @@ def library_source() -> str:
         glue.append(print_shape_checks(op))
         for types, inputs in kernel_signatures(op).items():
             slots: dict[tuple[tuple[int, ...], int], tuple[str, str, tuple[str, ...]]] = {}
-            for lowered in lowered_variants(op, inputs):
+            for one in lowered_variants(op, inputs, lowered):
                 key = (
-                    tuple(c.index for c in lowered.classes),
-                    RANK0_BITS[lowered.pattern] | (4 if lowered.variant.reduces else 0),
+                    tuple(c.index for c in one.classes),
+                    RANK0_BITS[one.pattern] | (4 if one.variant.reduces else 0),
                 )
                 if key in slots:
                     raise OrtBackendError(
-                        f"{op.name}: pattern '{lowered.pattern}' gives a variant for a slot "
+                        f"{op.name}: pattern '{one.pattern}' gives a variant for a slot "
                         "that another pattern already fills"
                     )
-                kernel, params = variants.add(lowered.variant)
-                slots[key] = (kernel, params, parameter_arguments(lowered))
+                kernel, params = variants.add(one.variant)
+                slots[key] = (kernel, params, parameter_arguments(one))
             glue.append(print_compute(op, types, slots))
     parts = [
-        _PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION),
+        _PRELUDE
+        % (spec.MAX_RANK, spec.OPSET_VERSION, SELF_AND_TARGET, operand_mask("self", "target")),
         print_message_tables(),
         lossgrad_shapes_source(),
     ]
