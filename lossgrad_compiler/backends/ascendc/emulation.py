@@ -33,12 +33,14 @@ from lossgrad_compiler.errors import (
     UnsupportedByBackendError,
 )
 
-MAGIC = b"LGASC02\0"
+MAGIC = b"LGASC03\0"
 VIOLATION_EXIT = 86
 UNTOUCHED = 0x5A  # the runner fills every output with this byte before the call
 FLAG_NULL_WORKSPACE_SIZE = 1
 FLAG_NULL_EXECUTOR = 2
-FLAG_NULL_OUT = 32
+MAX_INPUTS = 8  # lossgrad_emu/runner.h's kMaxInputs
+MAX_ATTRIBUTES = 8  # lossgrad_emu/runner.h's kMaxAttributes
+FLAG_NULL_OUT = 1 << (2 + MAX_INPUTS)
 
 
 def flag_null_input(k: int) -> int:
@@ -121,9 +123,7 @@ class RawCase:
     inputs: Sequence[np.ndarray]
     out_dtype: Any
     out_shape: tuple[int, ...]
-    reduction: int = 1
-    log_target: bool = False
-    beta: float = 1.0
+    attributes: Sequence[int | float] = ()  # aclnn values, in the operator's attribute order
     flags: int = 0
     signature: int = 0
     cores: int = 48
@@ -153,18 +153,32 @@ def _tensor_bytes(array: np.ndarray | None, dtype: Any, shape: Sequence[int]) ->
     return header + struct.pack("<Q", len(data)) + data
 
 
+def _attribute_bytes(value: int | float) -> bytes:
+    """A kind byte (0 integer, 1 double) and the value, as runner.h's AttributeValue."""
+    if isinstance(value, float):
+        return struct.pack("<Bd", 1, value)
+    return struct.pack("<Bq", 0, int(value))
+
+
 def run_raw(runner: Path, cases: Sequence[RawCase]) -> list[RawResult]:
     """Run the cases in one process of a runner executable."""
+    for c in cases:
+        if len(c.inputs) > MAX_INPUTS or len(c.attributes) > MAX_ATTRIBUTES:
+            raise InvalidArgumentError(
+                "ascendc", "case", f"at most {MAX_INPUTS} inputs and {MAX_ATTRIBUTES} attributes"
+            )
     with tempfile.TemporaryDirectory(prefix="lossgrad-ascendc-") as tmp:
         case_file, result_file = Path(tmp) / "cases.bin", Path(tmp) / "results.bin"
         with case_file.open("wb") as f:
             f.write(MAGIC + struct.pack("<I", len(cases)))
             for c in cases:
-                f.write(struct.pack("<II", c.signature, c.flags))
+                f.write(struct.pack("<III", c.signature, c.flags, len(c.inputs)))
                 for a in c.inputs:
                     f.write(_tensor_bytes(a, a.dtype, a.shape))
                 f.write(_tensor_bytes(None, c.out_dtype, c.out_shape))
-                f.write(struct.pack("<qBd", c.reduction, int(c.log_target), c.beta))
+                f.write(struct.pack("<I", len(c.attributes)))
+                for value in c.attributes:
+                    f.write(_attribute_bytes(value))
                 f.write(struct.pack("<IQ", c.cores, c.ub_bytes))
         try:
             done = subprocess.run(
@@ -227,18 +241,21 @@ def raw_case(
     compiled: CompiledSignature,
     cores: int | None,
 ) -> RawCase:
-    attrs = checked.attrs
     return RawCase(
         inputs=[arrays[n] for n in spec.INPUT_NAMES],
         out_dtype=checked.result_type.dtype,
         out_shape=tuple(int(d) for d in checked.result_shape or ()),
-        reduction=checked.reduction.aclnn_code,
-        log_target=bool(attrs.get("log_target", 0)),
-        beta=float(attrs.get("beta", 0.0)),
+        attributes=aclnn_attributes(checked.op, checked.attrs),
         signature=compiled.index,
         cores=compiled.soc.vector_cores if cores is None else cores,
         ub_bytes=compiled.soc.ub_bytes,
     )
+
+
+def aclnn_attributes(op: spec.OperatorSpec, attrs: Mapping[str, Any]) -> tuple[int | float, ...]:
+    """The aclnn values of a call's attributes, in the operator's attribute order (spec's
+    table: the runner passes them to the aclnn API in that order)."""
+    return tuple(a.aclnn_value(attrs[a.name]) for a in op.attributes)
 
 
 def checked_block_dim(op_type: str, block_dim: object, soc: Soc) -> int | None:
