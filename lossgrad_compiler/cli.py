@@ -75,7 +75,7 @@ class CliOption:
 
     def help(self) -> str:
         names = list(self.declared)
-        defaults = {str(o.default) for o in self.declared.values() if o.default is not None}
+        defaults = {str(o.default) for o in self.declared.values() if o.default not in (None, "")}
         default = f"; default: {defaults.pop()}" if len(defaults) == 1 else ""
         return f"{self.first.help} (--target {_listed(names)}{default})"
 
@@ -134,7 +134,7 @@ def build_parser(entries: Sequence[Registered] | None = None) -> argparse.Argume
             dest=option.dest,
             type=first.type,
             choices=list(dict.fromkeys(choices)) or None,
-            metavar=first.metavar,
+            metavar=first.metavar or (None if first.choices else first.name.upper()),
             help=option.help(),
         )
     parser.add_argument(
@@ -150,6 +150,34 @@ def build_parser(entries: Sequence[Registered] | None = None) -> argparse.Argume
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no report")
     return parser
+
+
+def targets_table_markdown(entries: Sequence[Registered] | None = None) -> str:
+    """The table of docs/cli.md: every registered target, what it writes and its options
+    (a test compares the page with this text)."""
+    entries = registered() if entries is None else entries
+    lines = [
+        "| target | writes | options (default; values) | needs the extra |",
+        "| --- | --- | --- | --- |",
+    ]
+    for entry in entries:
+        if entry.target is None:
+            lines.append(f"| {entry.name} | unavailable: {entry.problem} | | |")
+            continue
+        target = entry.target
+        options = "; ".join(_option_text(o) for o in target.options) or "none"
+        extra = f"`{target.extra}`" if target.extra else "—"
+        lines.append(
+            f"| {entry.name} | a {target.produces.value}: {target.description} | {options} "
+            f"| {extra} |"
+        )
+    return "\n".join(lines)
+
+
+def _option_text(option: Option) -> str:
+    default = "none" if option.default is None else str(option.default)
+    values = f"; {', '.join(map(str, option.choices))}" if option.choices else ""
+    return f"`{option.cli_flag}` ({default}{values})"
 
 
 def _description(entry: Registered) -> str:

@@ -21,7 +21,14 @@ from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
 from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
 
-CAMEL = {"grad_output": "gradOutput", "self": "self", "target": "target"}
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+CAMEL = {name: _camel(name) for name in spec.INPUT_NAMES}
+"""The aclnn parameter name of each input: grad_output → gradOutput."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +55,6 @@ def attribute_params(op: spec.OperatorSpec) -> list[AclnnAttribute]:
             cxx = "double"
         out.append(AclnnAttribute(cxx, _camel(a.name), a))
     return out
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
 
 
 def _attr_params(op: spec.OperatorSpec) -> list[tuple[str, str, str]]:

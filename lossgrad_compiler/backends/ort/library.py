@@ -17,15 +17,15 @@ from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.glue_printer import (
     print_attribute_reader,
     print_compute,
+    print_constants,
     print_registration,
     print_shape_checks,
 )
-from lossgrad_compiler.backends.ort.variant_printer import Variant
 from lossgrad_compiler.backends.ort.variants import (
-    SELF_AND_TARGET,
+    LoweredVariant,
+    class_label,
     kernel_signatures,
     lowered_variants,
-    operand_mask,
     parameter_arguments,
 )
 
@@ -55,7 +55,6 @@ _PRELUDE = """\
 namespace lossgrad {
 constexpr int kMaxRank = %d;  // spec.MAX_RANK
 constexpr int kOpsetVersion = %d;  // spec.OPSET_VERSION
-constexpr unsigned %s = %du;  // the Shapes operand mask of self and target
 }  // namespace lossgrad
 """
 
@@ -66,25 +65,72 @@ def runtime_header(name: str) -> str:
 
 class _Variants:
     """Printed kernels and parameter functions, each printed once however many slots share
-    it."""
+    it, each with a comment saying what it serves: operator, element types, attribute
+    class and broadcast pattern."""
 
     def __init__(self) -> None:
         self.kernels: dict[str, str] = {}
         self.params: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
-        self.texts: list[str] = []
+        self.order: list[tuple[str, str]] = []  # ("kernel", name) or ("params", name)
+        self.bodies: dict[str, str] = {}
+        self.serves: dict[str, dict[str, list[str]]] = {}  # name → use → patterns
+        self.params_of: dict[str, tuple[str, LoweredVariant]] = {}
 
-    def add(self, variant: Variant) -> tuple[str, str]:
-        """(kernel struct name, parameter function name) of a variant."""
+    def add(self, lowered: LoweredVariant) -> tuple[str, str]:
+        """(kernel struct name, parameter function name) of a lowered variant."""
+        variant = lowered.variant
         kernel = self.kernels.get(variant.kernel_body)
         if kernel is None:
             kernel = self.kernels[variant.kernel_body] = f"K{len(self.kernels)}"
-            self.texts.append(f"struct {kernel} {{\n{variant.kernel_body}}};\n")
+            self.bodies[kernel] = variant.kernel_body
+            self.order.append(("kernel", kernel))
         key = (kernel, variant.params_body, variant.parameters)
         params = self.params.get(key)
         if params is None:
             params = self.params[key] = f"params{len(self.params)}"
-            self.texts.append(variant.params_function(params, kernel))
+            self.params_of[params] = (kernel, lowered)
+            self.order.append(("params", params))
+        for name in (kernel, params):
+            uses = self.serves.setdefault(name, {})
+            uses.setdefault(_use(lowered), []).append(lowered.pattern)
         return kernel, params
+
+    def texts(self) -> list[str]:
+        printed = []
+        for kind, name in self.order:
+            if kind == "kernel":
+                printed.append(
+                    f"{self._label(name, 'serves')}struct {name} {{\n{self.bodies[name]}}};\n"
+                )
+            else:
+                kernel, lowered = self.params_of[name]
+                label = self._label(name, f"makes the Params of {kernel} for")
+                printed.append(label + lowered.variant.params_function(name, kernel))
+        return printed
+
+    def _label(self, name: str, verb: str) -> str:
+        lines = [f"// {name} {verb} (operator, compute -> result type, attribute class: patterns)"]
+        for use, patterns in self.serves[name].items():
+            lines.append(f"//   {use}: {', '.join(dict.fromkeys(patterns))}")
+        return "\n".join(lines) + "\n"
+
+
+def _use(lowered: LoweredVariant) -> str:
+    """`KlDivBackward, float32 -> float16, reduction=mean log_target=0`: the kernel loads
+    every input by its run-time type, so one serves every input combination of these
+    compute and result types."""
+    op = lowered.op
+    result = op.result_type(dict(zip(spec.INPUT_NAMES, lowered.inputs, strict=True)))
+    compute = spec.compute_type(spec.promote_types(lowered.inputs))
+    return f"{op.name}, {compute.name} -> {result.name}, {class_label(op, lowered.classes)}"
+
+
+PATTERN_LEGEND = """\
+// Each variant below says what it serves. Patterns (backends/ort/variants.py): full (self and
+// target of rank >= 1), self0 / target0 / both0 (those operands 0-d), sum (the result summed
+// into the shape of the operand it takes). The kernels load each input by its run-time
+// element type, so one serves every input combination of its compute and result types.
+"""
 
 
 def library_source(module: ModuleOp) -> str:
@@ -108,18 +154,18 @@ def library_source(module: ModuleOp) -> str:
                         f"{op.name}: pattern '{one.pattern}' gives a variant for a slot "
                         "that another pattern already fills"
                     )
-                kernel, params = variants.add(one.variant)
+                kernel, params = variants.add(one)
                 slots[key] = (kernel, params, parameter_arguments(one))
             glue.append(print_compute(op, types, slots))
     parts = [
-        _PRELUDE
-        % (spec.MAX_RANK, spec.OPSET_VERSION, SELF_AND_TARGET, operand_mask("self", "target")),
+        _PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION),
         print_message_tables(),
         lossgrad_shapes_source(),
     ]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]
-    parts.append("namespace lossgrad {\nnamespace variants {\n")
-    parts += variants.texts
+    parts.append(print_constants())
+    parts.append("namespace lossgrad {\nnamespace variants {\n" + PATTERN_LEGEND)
+    parts += variants.texts()
     parts.append("}  // namespace variants\n\n")
     parts += glue
     parts.append(print_registration(list(spec.OPERATORS.values())))

@@ -84,7 +84,7 @@ def patterns(op: spec.OperatorSpec) -> dict[str, tuple[Pattern, Pattern]]:
     return found
 
 
-Inputs = tuple[spec.FloatType, spec.FloatType, spec.FloatType]  # grad_output, self, target
+Inputs = tuple[spec.FloatType, ...]  # one per spec.INPUT_NAMES
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,12 @@ def parameter_arguments(lowered: LoweredVariant) -> tuple[str, ...]:
 
 
 SELF_AND_TARGET = "kSelfAndTarget"
-"""The glue's name of the operand mask {self, target} (glue_printer defines it)."""
+"""The glue's name of the operand mask {self, target} (glue_printer.print_constants)."""
+
+
+def operand_constant(name: str) -> str:
+    """The glue's name of an input's operand index: `self` → `kSelf`."""
+    return "k" + "".join(word.capitalize() for word in name.split("_"))
 
 
 def divisor_expression(divisor: spec.Divisor) -> str:
@@ -199,13 +204,18 @@ def divisor_expression(divisor: spec.Divisor) -> str:
     if divisor is spec.Divisor.NUMEL:
         return f"c.shapes.broadcast_numel({SELF_AND_TARGET})"
     if divisor is spec.Divisor.BATCH:
-        return f"c.shapes.dim({OPERAND_INDEX['self']}, 0)"
+        return f"c.shapes.dim({operand_constant('self')}, 0)"
     raise OrtBackendError(f"no C++ for the divisor {divisor}")
 
 
-def operand_mask(*names: str) -> int:
-    """The Shapes operand mask of these inputs (bit k: input k of spec.INPUT_NAMES)."""
-    mask = 0
-    for name in names:
-        mask |= 1 << OPERAND_INDEX[name]
-    return mask
+def class_label(op: spec.OperatorSpec, classes: tuple[AttrClass, ...] | tuple[int, ...]) -> str:
+    """An attribute class in words: `reduction=mean log_target=0`, `beta>0`."""
+    parts = []
+    for attribute, found in zip(op.attributes, classes, strict=True):
+        chosen = found if isinstance(found, AttrClass) else attribute_classes(attribute)[found]
+        if attribute.choices is None and attribute.minimum is not None:
+            relation = "=" if chosen.index == 0 else ">"
+            parts.append(f"{attribute.name}{relation}{attribute.minimum:g}")
+        else:
+            parts.append(f"{attribute.name}={chosen.value}")
+    return " ".join(parts)
