@@ -199,9 +199,9 @@ def test_the_translator_has_every_member_of_the_protocol() -> None:
     from lossgrad_compiler.backends.onnx.state import Translation
     from lossgrad_compiler.backends.onnx.translator import Translator
 
-    members = {
-        n for n in vars(Translation) if not n.startswith("_")
-    } | set(Translation.__annotations__)
+    members = {n for n in vars(Translation) if not n.startswith("_")} | set(
+        Translation.__annotations__
+    )
     translator = Translator(NodeSink(""))
     assert members and all(hasattr(translator, m) for m in members)
     assert isinstance(translator.nested(), Translator)

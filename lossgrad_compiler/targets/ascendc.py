@@ -23,10 +23,7 @@ class AscendC(Target):
 
     def compile(self, compilation: Compilation) -> Artifact:
         try:  # defers the Ascend C backend, which only this target needs
-            from lossgrad_compiler.backends.ascendc.project import (
-                EXECUTABLE_FILES,
-                emitted_files,
-            )
+            from lossgrad_compiler.backends.ascendc import EXECUTABLE_FILES, emitted_files
         except ImportError as err:
             raise self.unavailable(err) from None
         soc = compilation.options["soc"]

@@ -17,7 +17,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc import aclnn_printer, project_files
+from lossgrad_compiler.backends.ascendc import EXECUTABLE_FILES, aclnn_printer, project_files
 from lossgrad_compiler.backends.ascendc.checks_printer import print_checks_header
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, host_graph
 from lossgrad_compiler.backends.ascendc.host_printer import print_op_host
@@ -104,10 +104,6 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-EXECUTABLE_FILES = ("build.sh",)
-"""Project files written with mode 755."""
 
 
 def emitted_files(module: ModuleOp, soc: str = DEFAULT_SOC) -> dict[str, str]:
