@@ -335,13 +335,14 @@ def iree_runner(op: str, inputs: dict[str, np.ndarray], form: str, config: objec
     """IREE (local-task) running the same signature, compiled once (cached)."""
     import iree.runtime as rt
 
-    from lossgrad_compiler.backends.iree import compile_signatures
+    from lossgrad_compiler.backends.iree import compile_module
+    from lossgrad_compiler.frontend.lowering import lower_signatures
     from lossgrad_compiler.frontend.signature import signature_of
 
     infos = {k: spec.TensorInfo(v.dtype, v.shape) for k, v in inputs.items()}
     sig = signature_of(spec.validate(op, infos, attrs_for(op, form)))
     context = rt.SystemContext(config=config)
-    path = compile_signatures([sig])
+    path = compile_module(lower_signatures([sig]))
     context.add_vm_module(rt.VmModule.mmap(config.vm_instance, str(path)))  # type: ignore[attr-defined]
     function = context.modules.module[sig.id]
     args = [rt.asdevicearray(config.device, inputs[n]) for n in spec.INPUT_NAMES]  # type: ignore[attr-defined]

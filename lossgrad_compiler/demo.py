@@ -110,10 +110,10 @@ def _prepare_iree(model: ModelProto) -> Runner:
 
 def _iree_session(model: ModelProto) -> IreeSession:
     # defers IREE, xDSL and the compiler until the IREE backend runs
-    from lossgrad_compiler.backends.iree import compile_whole_model
+    from lossgrad_compiler.driver import compile_model
     from lossgrad_compiler.runtime.iree import session
 
-    vmfb, _ = compile_whole_model(model)
+    vmfb = compile_model(model, target="iree").artifact.data or b""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{model.graph.name}.vmfb"
         path.write_bytes(vmfb)

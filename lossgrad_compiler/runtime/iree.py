@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.iree import IreeTarget, compile_signatures
+from lossgrad_compiler.backends.iree import IreeTarget, compile_module
 from lossgrad_compiler.backends.iree.targets import iree_module
 from lossgrad_compiler.backends.iree.whole_model import INTERFACE_KEY, ModelInterface
 from lossgrad_compiler.errors import BroadcastError
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime.calls import Call, checked_call
 
@@ -89,7 +90,8 @@ def evaluate_calls(
     prepared = [checked_call(call) for call in calls]
     if not prepared:
         return []
-    path = compile_signatures([signature_of(checked) for checked, _ in prepared], target)
+    signatures = [signature_of(checked) for checked, _ in prepared]
+    path = compile_module(lower_signatures(signatures), target)
     module = load(path, device)
     results = []
     for checked, arrays in prepared:

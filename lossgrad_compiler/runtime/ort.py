@@ -29,6 +29,8 @@ from lossgrad_compiler.backends.ort.build import (
     build_shared_library,
 )
 from lossgrad_compiler.backends.ort.library import library_source
+from lossgrad_compiler.backends.ort.variants import LIBRARY_FORM, library_signatures
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.onnx.attributes import attributes_from_node
 from lossgrad_compiler.runtime.external_data import (
     FOLDER_OPTION,
@@ -45,10 +47,18 @@ ANNOUNCEMENT = Announcement(
 
 
 @cache
+def kernel_library_source() -> str:
+    """The library's C++ source: the level 2 the ORT backend asks for (its variants, in the
+    run-time-parameter form), from the pipeline's per-signature cache, printed."""
+    return library_source(lower_signatures(library_signatures(), LIBRARY_FORM))
+
+
+@cache
 def library_path() -> str:
     """The path of the built kernel library, as ORT's register_custom_ops_library takes it
     (NativeUnavailableError without a compiler, headers or a usable cache directory)."""
-    return str(build_shared_library(library_source(), LIBRARY_NAME, announce=ANNOUNCEMENT))
+    source = kernel_library_source()
+    return str(build_shared_library(source, LIBRARY_NAME, announce=ANNOUNCEMENT))
 
 
 @cache
@@ -76,7 +86,7 @@ def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
     for node in loaded.graph.node:
         if node.domain == spec.DOMAIN:
             attributes_from_node(node)
-    return compile_model(loaded, target="ort", mode="functions").model
+    return compile_model(loaded, target="onnx", mode="functions").model
 
 
 def session_options(native: bool = True, **options: Any) -> ort.SessionOptions:

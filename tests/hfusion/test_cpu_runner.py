@@ -180,7 +180,8 @@ def test_float32_sums_reduce_into_a_filled_buffer() -> None:
     """The form the pass writes, scheduled: every final reduction adds into a filled
     buffer."""
     case = make_case("KlDivBackward", {"reduction": "sum"}, (3,), (4, 3), (4, 3), F32, seed=1)
-    origins = final_accumulators(scheduled(hfusion_module([signature_of(case.checked)])))
+    level2 = lower_signatures([signature_of(case.checked)])
+    origins = final_accumulators(scheduled(hfusion_module(level2)))
     assert origins and all(o.startswith("linalg.fill") for o in origins), origins
 
 
@@ -192,7 +193,7 @@ def test_ascendnpu_ir_1_2_reduces_a_returned_sum_into_an_uninitialised_buffer(
     sum NaN. When this test fails, bishengir schedules the plain form correctly and the
     pass's max can go."""
     case = make_case("KlDivBackward", {"reduction": "sum"}, (3,), (4, 3), (4, 3), F32, seed=1)
-    plain = without_identity_max(hfusion_module([signature_of(case.checked)]))
+    plain = without_identity_max(hfusion_module(lower_signatures([signature_of(case.checked)])))
     origins = final_accumulators(scheduled(plain))
     assert origins and all(o.startswith("tensor.empty(") for o in origins), origins
     wanted = reference.evaluate(case.op_type, case.inputs, case.attrs)
@@ -206,7 +207,7 @@ def test_ascendnpu_ir_1_2_adds_the_scalar_a_shared_final_accumulator_held(
     """Without `max(s, s)`, a sum into a 0-d target comes out as the true sum plus the
     target."""
     case = SUMMED_INTO_0D
-    plain = without_identity_max(hfusion_module([signature_of(case.checked)]))
+    plain = without_identity_max(hfusion_module(lower_signatures([signature_of(case.checked)])))
     wanted = reference.evaluate(case.op_type, case.inputs, case.attrs)
     got = run_module(plain, case, tmp_path)
     np.testing.assert_allclose(got, wanted + case.inputs["target"], rtol=1e-6)
@@ -252,6 +253,6 @@ def test_float64_and_bad_calls_are_refused_before_anything_is_built() -> None:
 
 def test_the_runner_module_has_one_host_entry_and_c_interfaces() -> None:
     case = make_case("KlDivBackward", {"reduction": "mean"}, (4, 3), (3,), (), F16)
-    text = str(runner_module([signature_of(case.checked)]))
+    text = str(runner_module(lower_signatures([signature_of(case.checked)])))
     assert text.count("#hacc.host_func_type<host_entry>") == 1
     assert text.count("llvm.emit_c_interface") == 1

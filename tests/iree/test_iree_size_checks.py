@@ -19,8 +19,9 @@ pytest.importorskip("iree.compiler", reason="needs IREE: pip install -e '.[iree]
 pytest.importorskip("iree.runtime", reason="needs IREE: pip install -e '.[iree]'")
 
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.backends.iree import compile_signatures, module_text
+from lossgrad_compiler.backends.iree import compile_module, module_text
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import Signature, signature_of
 from lossgrad_compiler.runtime import iree as iree_runtime
 from tests.helpers.isolated import outcome, run_python
@@ -55,8 +56,8 @@ def test_every_exported_function_is_checked() -> None:
     """No function of a module of signatures runs without the check: the level-2 functions
     are private, and what is exported under each signature's id is its guard."""
     signatures = [signature(op, attrs) for op, attrs in CASES]
-    text = module_text(signatures)
-    module = iree_runtime.load(compile_signatures(signatures), device="local-sync")
+    text = module_text(lower_signatures(signatures))
+    module = iree_runtime.load(compile_module(lower_signatures(signatures)), device="local-sync")
     assert sorted(module.names) == sorted({s.id for s in signatures})
     for sig in signatures:
         assert f"func.func private @{sig.id}__unchecked(" in text
@@ -81,8 +82,9 @@ CALLS = """
 import json, sys
 import numpy as np
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.iree import compile_signatures
+from lossgrad_compiler.backends.iree import compile_module
 from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime import iree
 
@@ -91,7 +93,7 @@ small = {"grad_output": np.float32(1.0), "self": np.ones((5, 3), np.float32),
          "target": np.ones((5, 3), np.float32)}
 infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in small.items()}
 sig = signature_of(spec.validate(op_type, infos, attrs))
-module = iree.load(compile_signatures([sig])) if way == "load" else None
+module = iree.load(compile_module(lower_signatures([sig]))) if way == "load" else None
 for rows_self, rows_target in json.loads(sys.argv[4]):
     call = {**small, "self": np.ones((rows_self, 3), np.float32),
             "target": np.ones((rows_target, 3), np.float32)}
@@ -131,7 +133,7 @@ def test_a_loaded_module_still_computes_calls_whose_sizes_agree(
     op_type: str, attrs: dict[str, Any]
 ) -> None:
     sig = signature(op_type, attrs)
-    module = iree_runtime.load(compile_signatures([sig]), device="local-sync")
+    module = iree_runtime.load(compile_module(lower_signatures([sig])), device="local-sync")
     for rows in (5, 50_000):
         fine = inputs(rows, rows)
         got = module(sig.id, *(fine[n] for n in spec.INPUT_NAMES))

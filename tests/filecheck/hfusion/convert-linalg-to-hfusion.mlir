@@ -5,7 +5,7 @@
 // RUN: lossgrad-opt %s -p convert-linalg-to-hfusion | lossgrad-opt | filecheck %s
 // RUN: lossgrad-opt %s -p convert-linalg-to-hfusion --print-op-generic | lossgrad-opt | filecheck %s
 
-func.func @sl1_f16(%g: tensor<f16>, %x: tensor<?x4xf16>, %t: tensor<1x4xf16>) -> tensor<?x4xf16> attributes {lossgrad.op_type = "SmoothL1LossBackward", lossgrad.attributes = {reduction = "mean", beta = 5.000000e-01 : f64}} {
+func.func @sl1_f16(%g: tensor<f16>, %x: tensor<?x4xf16>, %t: tensor<1x4xf16>) -> tensor<?x4xf16> attributes {lossgrad.op_type = "SmoothL1LossBackward", lossgrad.attributes = {reduction = "mean", beta = 5.000000e-01 : f64}, lossgrad.divisor = "numel(broadcast(self, target))"} {
   %c0 = arith.constant 0 : index
   %dim = tensor.dim %x, %c0 : tensor<?x4xf16>
   %c4 = arith.constant 4 : index
@@ -104,7 +104,7 @@ func.func @sl1_sign(%g: tensor<3x1xf32>, %x: tensor<3x4xf32>, %t: tensor<3x4xf32
 // CHECK-NEXT:    %[[R:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[GB]], %[[S2]] : tensor<3x4xf32>, tensor<3x4xf32>)
 // CHECK-NEXT:    func.return %[[R]] : tensor<3x4xf32>
 
-func.func @kl_target_sum(%g: tensor<?x4xbf16>, %x: tensor<?x4xbf16>, %t: tensor<1x4xbf16>) -> tensor<1x4xbf16> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "batchmean", log_target = 0 : i64}} {
+func.func @kl_target_sum(%g: tensor<?x4xbf16>, %x: tensor<?x4xbf16>, %t: tensor<1x4xbf16>) -> tensor<1x4xbf16> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "batchmean", log_target = 0 : i64}, lossgrad.divisor = "self.shape[0]"} {
   %c0 = arith.constant 0 : index
   %dim = tensor.dim %x, %c0 : tensor<?x4xbf16>
   %n_i64 = arith.index_cast %dim : index to i64
@@ -260,7 +260,7 @@ func.func @kl_scalar_product(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<1x
 // CHECK-NEXT:    %[[R:.*]] = linalg.fill ins(%[[N]] : f32) outs(%[[E]] : tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:    func.return %[[R]] : tensor<2x3xf32>
 
-func.func @kl_rank0(%g: tensor<f32>, %x: tensor<f32>, %t: tensor<f32>) -> tensor<f32> attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "mean", log_target = 0 : i64}} {
+func.func @kl_rank0(%g: tensor<f32>, %x: tensor<f32>, %t: tensor<f32>) -> tensor<f32> attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "mean", log_target = 0 : i64}, lossgrad.divisor = "numel(broadcast(self, target))"} {
   %scale = arith.constant 1.000000e+00 : f32
   %init = tensor.empty() : tensor<f32>
   %r = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>, affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []} ins(%g, %x, %t : tensor<f32>, tensor<f32>, tensor<f32>) outs(%init : tensor<f32>) {

@@ -564,11 +564,25 @@ int RunCaseFile(int argc, char** argv, aclnnStatus (*call)(Case&)) {
     Case c;
     c.signature = r.Get<uint32_t>();
     c.flags = r.Get<uint32_t>();
-    for (auto& t : c.inputs) t = ReadTensor(r, true);
+    c.input_count = r.Get<uint32_t>();
+    if (c.input_count > kMaxInputs) {
+      std::fprintf(stderr, "lossgrad ascendc runner: more inputs than the runner holds\n");
+      return 2;
+    }
+    for (uint32_t i = 0; i < c.input_count; ++i) c.inputs[i] = ReadTensor(r, true);
     c.out = ReadTensor(r, false);
-    c.reduction = r.Get<int64_t>();
-    c.log_target = r.Get<uint8_t>() != 0;
-    c.beta = r.Get<double>();
+    c.attribute_count = r.Get<uint32_t>();
+    if (c.attribute_count > kMaxAttributes) {
+      std::fprintf(stderr, "lossgrad ascendc runner: more attributes than the runner holds\n");
+      return 2;
+    }
+    for (uint32_t i = 0; i < c.attribute_count; ++i) {
+      if (r.Get<uint8_t>() == 0) {
+        c.attributes[i].i = r.Get<int64_t>();
+      } else {
+        c.attributes[i].f = r.Get<double>();
+      }
+    }
     platform().vector_cores = r.Get<uint32_t>();
     platform().ub_bytes = r.Get<uint64_t>();
     recent_error().clear();
@@ -581,7 +595,7 @@ int RunCaseFile(int argc, char** argv, aclnnStatus (*call)(Case&)) {
     std::fwrite(message.data(), 1, length, out);
     std::fwrite(&bytes, sizeof bytes, 1, out);
     std::fwrite(c.out->data, 1, bytes, out);
-    for (auto* t : c.inputs) FreeTensor(t);
+    for (uint32_t i = 0; i < c.input_count; ++i) FreeTensor(c.inputs[i]);
     FreeTensor(c.out);
   }
   std::fclose(in);
