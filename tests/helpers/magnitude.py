@@ -110,7 +110,8 @@ def _binary_cross_entropy_backward(v: Values, attrs: Mapping[str, Any]) -> Terms
 
 def _binary_cross_entropy_with_logits_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
     x, t = v["self"], np.abs(v["target"])
-    sig = 1.0 / (1.0 + np.exp(-x)) * (1.0 + np.abs(x))
+    # sigmoid's rounding error grows with |x|; at x = +-inf sigmoid is exactly 1 or 0
+    sig = 1.0 / (1.0 + np.exp(-x)) * (1.0 + np.where(np.isinf(x), 0.0, np.abs(x)))
     if "pos_weight" in v:
         pt = np.abs(v["pos_weight"]) * t
         return v["ge"] * _weight(v) * ((pt + 1.0 + t) * sig + pt)
