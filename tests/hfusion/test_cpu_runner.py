@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.[ascend]'")
 pytest.importorskip("llvmlite", reason="needs llvmlite: pip install -e '.[ascend]'")
 
-from lossgrad_compiler import cli, level2, reference, spec
+from lossgrad_compiler import cli, level2, reference
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget, hfusion_module
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import (
@@ -173,7 +173,7 @@ def run_module(module: ModuleOp, case: Case | runner.Call, folder: Path) -> np.n
     build_library(llvm_ir(str(with_runner_entry(module)), AscendNpuIrTarget()), path)
     checked, arrays = checked_call(runner.Call(case.op_type, case.inputs, case.attrs))
     result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
-    return RunnerLibrary(path).run(name, [arrays[n] for n in spec.INPUT_NAMES], result)
+    return RunnerLibrary(path).run(name, [arrays[n] for n in checked.present], result)
 
 
 def test_float32_sums_reduce_into_a_filled_buffer() -> None:
