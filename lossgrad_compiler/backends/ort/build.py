@@ -7,7 +7,10 @@ place) and serialised by a lock file, so processes that build at the same time a
 same complete library. A manifest beside the library (size and SHA-256, written after it)
 must match before the library is used: a damaged one is rebuilt, never loaded. A cache
 directory that cannot hold the library is a NativeUnavailableError naming
-$LOSSGRAD_CACHE_DIR, which the runtime turns into one warning and the function path."""
+$LOSSGRAD_CACHE_DIR, which the runtime turns into one warning and the function path. So is
+a compiler or linker that runs out of room (a full disk, a quota): that failure is recorded
+beside the entry, and later processes refuse at once instead of compiling again, until the
+source, compiler or flags change (another entry) or the file systems involved gain room."""
 
 from __future__ import annotations
 
@@ -31,7 +34,11 @@ from lossgrad_compiler.backends.build_cache import (
     cache_dir_problem,
     cache_root,
     manifest_problem,
+    out_of_space,
     prepare_cache_dir,
+    remember_space_failure,
+    remembered_space_failure,
+    space_problem,
     write_atomically,
     write_manifest,
 )
@@ -73,6 +80,11 @@ LIBRARY_FLAGS: tuple[str, ...] = ("-std=c++17", "-fPIC", "-shared", "-fvisibilit
 class NativeUnavailableError(OrtBackendError):
     """No C++ compiler, no ONNX Runtime headers or no usable cache directory: the native
     kernels cannot be built."""
+
+
+class OutOfSpaceError(NativeUnavailableError):
+    """The compiler or linker ran out of room (ENOSPC, a quota, RLIMIT_FSIZE): a fault of the
+    environment, remembered beside the cache entry."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +258,13 @@ def build_shared_library(
         problem = manifest_problem(manifest)
         if problem is None:
             return library
+        no_room = directory / f"{stem}.nospace.json"
+        remembered = remembered_space_failure(no_room)
+        if remembered is not None:
+            raise NativeUnavailableError(
+                f"{remembered} (found by an earlier build, which is tried again when the "
+                "cache, the compiler or its flags change, or when there is more room)"
+            )
         if library.exists():
             why = f"the cached copy cannot be used: {problem}"
         else:
@@ -259,6 +278,9 @@ def build_shared_library(
             with notice:
                 _compile(source, library, tools, all_flags)
             write_manifest(manifest, {library.name: library})
+        except OutOfSpaceError as err:
+            remember_space_failure(no_room, str(err), [directory, tempfile.gettempdir()])
+            raise
         except OSError as err:
             raise NativeUnavailableError(cache_dir_problem(err, directory)) from None
     return library
@@ -275,6 +297,10 @@ def _compile(source: str, library: Path, tools: Toolchain, flags: Sequence[str])
     command = [*tools.compiler, *flags, "-I", str(tools.include), str(source_path), "-o", temporary]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        no_room = space_problem(done.stderr) if done.returncode != 0 else None
+        if no_room is not None:
+            source_path.unlink(missing_ok=True)  # give its room back; rewritten on a retry
+            raise OutOfSpaceError(out_of_space(directory, library.name, no_room))
         if done.returncode != 0:
             raise OrtBackendError(
                 f"building {library.name} failed ({' '.join(command)}):\n{done.stderr[-4000:]}"
