@@ -33,6 +33,7 @@ from typing import TextIO
 
 import onnx
 
+from lossgrad_compiler import __version__
 from lossgrad_compiler.model_files import data_destination, external_files, write_model
 from lossgrad_compiler.onnx.tensors import external_tensors
 from lossgrad_compiler.output_files import (
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile the ai.lossgrad nodes (KlDivBackward, KlDivTargetBackward, "
         "SmoothL1LossBackward) of an ONNX model.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("input", type=Path, help="the ONNX model to compile (only read)")
     parser.add_argument(
         "-o",
@@ -208,8 +210,10 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.target == "ort":
         if not _same_file(library, copied):
             copy_file(library, copied)
+        from lossgrad_compiler.backends.ort.prebuilt import describe  # with the runtime above
+
         lines += [
-            f"copied the kernel library to {copied}",
+            f"copied the kernel library ({describe(library)}) to {copied}",
             "load it with: so = onnxruntime.SessionOptions(); "
             f"so.register_custom_ops_library('{copied}')",
         ]
