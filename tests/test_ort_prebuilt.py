@@ -15,6 +15,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,67 @@ def test_the_native_numerics_tests_pass_with_the_level(prebuilt_dir: Path, level
     assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
     loaded = ctypes.CDLL(str(library))  # a whole library: it loads
     assert loaded is not None
+
+
+# --------------------------------------------------------------------------- the runtime's choice
+
+
+@pytest.fixture
+def choice(monkeypatch: pytest.MonkeyPatch, prebuilt_dir: Path):
+    """runtime.ort with the prebuilt set of `prebuilt_dir` as the installation's, and the
+    library_path() cache cleared around each test."""
+    from lossgrad_compiler.runtime import ort as runtime_ort
+
+    monkeypatch.setattr(prebuilt, "PREBUILT_DIR", prebuilt_dir)
+    monkeypatch.setattr(
+        runtime_ort, "prebuilt_library", lambda: prebuilt.prebuilt_library(prebuilt_dir)
+    )
+    monkeypatch.setattr(runtime_ort, "prebuilt_present", lambda: True)
+    monkeypatch.delenv(ENV_MARCH, raising=False)
+    monkeypatch.delenv(runtime_ort.ENV_PREBUILT, raising=False)
+    yield runtime_ort
+    runtime_ort.library_path.cache_clear()
+
+
+def _raise(error: Exception):
+    def fail(*args, **kwargs):
+        raise error
+
+    return fail
+
+
+def test_without_a_compiler_the_prebuilt_library_silently(choice, monkeypatch) -> None:
+    from lossgrad_compiler.backends.ort.build import NoCompilerError
+
+    monkeypatch.setattr(choice, "toolchain", _raise(NoCompilerError("no C++ compiler found")))
+    choice.library_path.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = choice.library_path()
+    assert Path(path).parent == prebuilt.PREBUILT_DIR and "prebuilt" in Path(path).name
+
+
+def test_a_failed_build_warns_and_uses_the_prebuilt_library(choice, monkeypatch) -> None:
+    monkeypatch.setattr(choice, "toolchain", _raise(NativeUnavailableError("no headers (test)")))
+    choice.library_path.cache_clear()
+    with pytest.warns(RuntimeWarning, match=r"no headers \(test\).*prebuilt for x86-64-v"):
+        path = choice.library_path()
+    assert "prebuilt" in Path(path).name
+
+
+def test_neither_is_one_error_naming_both(choice, monkeypatch) -> None:
+    from lossgrad_compiler.backends.ort.build import NoCompilerError
+
+    monkeypatch.setattr(choice, "toolchain", _raise(NoCompilerError("no C++ compiler found")))
+    absent = NativeUnavailableError("this installation has no prebuilt kernel library")
+    monkeypatch.setattr(choice, "prebuilt_library", _raise(absent))
+    choice.library_path.cache_clear()
+    with pytest.raises(NativeUnavailableError, match=r"no C\+\+ compiler.*no prebuilt"):
+        choice.library_path()
+
+
+def test_asked_for_the_prebuilt_library_even_with_a_compiler(choice, monkeypatch) -> None:
+    monkeypatch.setenv(choice.ENV_PREBUILT, "1")
+    monkeypatch.setenv(ENV_MARCH, "x86-64-v3")
+    choice.library_path.cache_clear()
+    assert Path(choice.library_path()).name == "liblossgrad_ort-prebuilt-x86-64-v3.so"
