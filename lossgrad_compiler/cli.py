@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.target == "ort":
         if not _same_file(library, copied):
             copy_file(library, copied)
-        from lossgrad_compiler.backends.ort.prebuilt import describe  # with the runtime above
+        from lossgrad_compiler.backends.ort.prebuilt import describe  # defers it, as above
 
         lines += [
             f"copied the kernel library ({describe(library)}) to {copied}",
