@@ -120,7 +120,7 @@ class BuildPy(build_py):
         env = {**os.environ, "LOSSGRAD_ORT_INCLUDE": str(include.resolve())}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(build_lib), env.get("PYTHONPATH")]))
         env.pop("LOSSGRAD_ORT_MARCH", None)
-        print("building the prebuilt kernel libraries (x86-64-v2, -v3, -v4; cached)", flush=True)
+        print("building the prebuilt kernel libraries (one per x86-64 level; cached)", flush=True)
         done = subprocess.run(
             [sys.executable, "-c", PREBUILD, str(build_lib), str(destination.resolve())],
             cwd=build_lib,  # not the source tree, whose folders are not the installed layout

@@ -6,8 +6,9 @@ as the wheel build does (through the kernel build cache):
 * the same numerics as the JIT build: tests/test_ort_native.py (reference bounds, bits
   identical across thread counts, special values, mixed types) and the fused-halves tests
   run again with each level's library;
-* the bits: -v3 and -v4 give the JIT build's bits here (FMA log, F16C), -v2 differs only
-  where the float log's form differs (no FMA: the fdlibm form, docs/install.md)."""
+* the bits: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits here (FMA log, F16C), -v2
+  differs only where the float log's form differs (no FMA: the fdlibm form,
+  docs/install.md)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def _cpu_level_from_proc() -> int:
     v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
     v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
     level = 1
-    for needed, number in ((v2, 2), (v3, 3), (v4, 4)):
+    for needed, number in ((v2, 2), (v3, 3), (v4, 4), ({"avx512_bf16"}, 5)):
         if not needed <= flags:
             break
         level = number
@@ -77,7 +78,7 @@ def test_the_library_for_this_cpu_or_the_named_level(
     prebuilt_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(ENV_MARCH, raising=False)
-    level = prebuilt.LEVELS[min(prebuilt.cpu_level(prebuilt_dir), 4) - 2]
+    level = prebuilt.LEVELS[min(prebuilt.cpu_level(prebuilt_dir), 5) - 2]
     chosen = prebuilt.prebuilt_library(prebuilt_dir)
     assert chosen == prebuilt_dir / prebuilt.library_name(level)
     assert prebuilt.describe(chosen) == f"prebuilt for {level}"
@@ -121,8 +122,8 @@ def _float_log_case(case) -> bool:
 
 @pytest.mark.parametrize("level", prebuilt.LEVELS)
 def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
-    """Where the CPU runs the level: -v3 and -v4 give the JIT build's bits on every standard
-    case; -v2 too, except for the cases that compute a float log."""
+    """Where the CPU runs the level: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits
+    on every standard case; -v2 too, except for the cases that compute a float log."""
     if prebuilt.cpu_level(prebuilt_dir) < prebuilt.LEVELS.index(level) + 2:
         pytest.skip(f"this CPU does not run {level}")
     jit = native_library()

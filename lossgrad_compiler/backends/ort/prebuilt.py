@@ -8,8 +8,8 @@ vector variant (the x86 vector function ABI) by __FMA__/__AVX512F__, cxx/half.h 
 AVX-512 conversions by their macros, and g++ vectorises every printed loop for the -march it
 is given. target_clones would clone only the annotated functions, with the macros of the
 baseline build, so every one of those paths would be lost or need rewriting. Built whole for
-x86-64-v2, -v3 (AVX2, FMA, F16C) and -v4 (AVX-512), each library is exactly what the JIT
-builds with LOSSGRAD_ORT_MARCH set to that level (same source, same flags), and ORT's
+x86-64-v2, -v3 (AVX2, FMA, F16C), -v4 (AVX-512) and -v4 with AVX512-BF16, each library is
+what the JIT builds with those -march/-m flags (same source, same flags), and ORT's
 register_custom_ops_library takes each as it is.
 
 The choice: a small library built for baseline x86-64 asks libgcc's __builtin_cpu_supports,
@@ -40,7 +40,17 @@ from lossgrad_compiler.backends.ort.build import (
     build_shared_library,
 )
 
-LEVELS = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
+# The x86-64 levels, and above v4 the AVX512-BF16 CPUs (Cooper Lake, Sapphire Rapids and
+# later, Zen 4 and later): cxx/half.h narrows bfloat16 with their one-instruction conversion,
+# and without it the bfloat16 cells of bench_ort_native.py took 1.09-1.23x the JIT build's
+# time on a Zen 4 (same bits either way). Each is built with these -march/-m flags.
+LEVEL_FLAGS: dict[str, tuple[str, ...]] = {
+    "x86-64-v2": ("-march=x86-64-v2",),
+    "x86-64-v3": ("-march=x86-64-v3",),
+    "x86-64-v4": ("-march=x86-64-v4",),
+    "x86-64-v4-avx512bf16": ("-march=x86-64-v4", "-mavx512bf16"),
+}
+LEVELS = tuple(LEVEL_FLAGS)
 PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"
 PREFIX = "liblossgrad_ort-prebuilt-"
 PROBE_NAME = "liblossgrad_cpu_level.so"
@@ -50,7 +60,8 @@ PROBE_SOURCE = """\
 // Built for baseline x86-64, so that it loads on every x86-64 CPU.
 extern "C" __attribute__((visibility("default"))) int lossgrad_x86_64_level() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return 4;
+  if (__builtin_cpu_supports("x86-64-v4"))
+    return __builtin_cpu_supports("avx512bf16") ? 5 : 4;
   if (__builtin_cpu_supports("x86-64-v3")) return 3;
   if (__builtin_cpu_supports("x86-64-v2")) return 2;
   return 1;
@@ -63,7 +74,7 @@ def library_name(level: str) -> str:
 
 
 def level_flags(level: str) -> tuple[str, ...]:
-    return (f"-march={level}",)
+    return LEVEL_FLAGS[level]
 
 
 def build_prebuilt(
@@ -103,15 +114,16 @@ def prebuilt_present(directory: Path = PREBUILT_DIR) -> bool:
 
 @cache
 def cpu_level(directory: Path = PREBUILT_DIR) -> int:
-    """The highest x86-64 level this CPU runs (1: baseline only), by the probe library."""
+    """The highest x86-64 level this CPU runs (1: baseline only; 5: v4 with AVX512-BF16),
+    by the probe library."""
     probe = ctypes.CDLL(str(directory / PROBE_NAME))
     probe.lossgrad_x86_64_level.restype = ctypes.c_int
     return int(probe.lossgrad_x86_64_level())
 
 
 def prebuilt_library(directory: Path = PREBUILT_DIR) -> Path:
-    """The prebuilt library for this CPU, or the level that $LOSSGRAD_ORT_MARCH names
-    (x86-64-v2, -v3 or -v4); NativeUnavailableError when there is none to use."""
+    """The prebuilt library for this CPU, or the level that $LOSSGRAD_ORT_MARCH names (one
+    of LEVELS); NativeUnavailableError when there is none to use."""
     if not prebuilt_present(directory):
         raise NativeUnavailableError(
             "this installation has no prebuilt kernel library (the platform wheel for "
@@ -137,7 +149,7 @@ def prebuilt_library(directory: Path = PREBUILT_DIR) -> Path:
             "this CPU lacks x86-64-v2 (SSE4.2, POPCNT), the oldest level of the prebuilt "
             "kernel libraries"
         )
-    return directory / library_name(LEVELS[min(level, 4) - 2])
+    return directory / library_name(LEVELS[min(level, len(LEVELS) + 1) - 2])
 
 
 def describe(library: Path | str) -> str:
