@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TypeProto
 
-from lossgrad_compiler import examples, reference, spec
+from lossgrad_compiler import __version__, examples, reference, spec
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.type_protos import shape_of
@@ -378,7 +378,8 @@ def pytorch_step_rows(batches: Sequence[int]) -> tuple[list[list[str]], bool]:
             distillation_step,
         )
     except ImportError:
-        return [["run", what, "skipped: needs PyTorch: pip install -e '.[torch]'"]], True
+        needs = "skipped: needs PyTorch: pip install 'lossgrad_compiler[torch]'"
+        return [["run", what, needs]], True
     # defers onnxruntime and the kernel library until this step runs
     from lossgrad_compiler.runtime.ort import session
     from lossgrad_compiler.runtime.ort_io import run_session
@@ -488,7 +489,7 @@ def _check_rows(checks: Sequence[OutputCheck]) -> list[list[str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="lossgrad-demo",
         description="Build the example model (three ai.lossgrad nodes, symbolic batch N), "
         "check it, infer its shapes, show that an invalid node is rejected, and run it on "
@@ -496,11 +497,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(map(str, BATCH_SIZES))}, comparing each output with the numpy reference.",
         epilog="Exit status: 0 when every output is within tolerance, 1 otherwise.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when every output is within tolerance, else 1."""
-    build_parser().parse_args(argv)  # no options besides --help
+    build_parser().parse_args(argv)  # no options besides --help and --version
     print("lossgrad-demo: loss gradients of a small training step (symbolic batch N)\n")
     steps: list[list[str]] = []
     model = examples.example_model()

@@ -150,7 +150,7 @@ def test_demo_runs_without_test_dependencies(torch_installed: bool):
     if torch_installed:
         assert "fused 1 KlDivBackward, 1 SmoothL1LossBackward" in result.stdout
     else:
-        assert "skipped: needs PyTorch: pip install -e '.[torch]'" in result.stdout
+        assert "skipped: needs PyTorch: pip install 'lossgrad_compiler[torch]'" in result.stdout
 
 
 def test_console_script():
