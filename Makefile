@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean wheel
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,15 @@ test: $(VENV)/.test-installed $(ORT_HEADERS)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
 
+# dist/: the sdist, and the platform wheel built from it (the ORT headers and the prebuilt
+# kernel libraries for x86-64-v2/v3/v4 inside; scripts/build_hooks.py), checked by twine.
+# --no-isolation builds with the test environment's setuptools, xDSL and onnx (offline).
+wheel: $(VENV)/.test-installed $(ORT_HEADERS)
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf build .pytest_cache .ruff_cache .hypothesis
+	rm -rf build dist .pytest_cache .ruff_cache .hypothesis

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TypeProto
 
-from lossgrad_compiler import examples, reference, spec
+from lossgrad_compiler import __version__, examples, reference, spec
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.demo_table import format_table, number
 from lossgrad_compiler.errors import LossGradError
@@ -114,7 +114,7 @@ def skip_text(reason: str, extra: str | None, shows: str) -> str:
     what the user would have seen."""
     if missing_extra(extra):
         return (
-            f"skipped: needs the extra '{extra}' (pip install -e '.[{extra}]'); "
+            f"skipped: needs the extra '{extra}' (pip install 'lossgrad_compiler[{extra}]'); "
             f"it would have shown {shows}"
         )
     return f"skipped: {reason}; it would have shown {shows}"
@@ -638,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
         "PyTorch export fused back into ai.lossgrad nodes (with the extra torch).",
         epilog="Exit status: 0 when every output is within tolerance, 1 otherwise.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--out",
         type=Path,

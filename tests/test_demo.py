@@ -286,7 +286,8 @@ def test_a_missing_extra_is_named(monkeypatch, quick, tmp_path) -> None:
     code, out = run_demo(["--out", str(tmp_path)])
     assert code == 0
     assert summary(out)["npu"].startswith(
-        "skipped: needs the extra 'ascend' (pip install -e '.[ascend]'); it would have shown "
+        "skipped: needs the extra 'ascend' (pip install 'lossgrad_compiler[ascend]'); it would "
+        "have shown "
         "kernels: "
     )
     assert demo.missing_extra("ascend") and not demo.missing_extra(None)
@@ -380,7 +381,7 @@ def test_demo_runs_without_the_extras_and_without_test_dependencies(tmp_path: Pa
     lines = summary(result.stdout)
     for name, extra in {**EXTRA_OF_BACKEND, **STEPS}.items():
         assert lines[name].startswith(
-            f"skipped: needs the extra '{extra}' (pip install -e '.[{extra}]'); "
+            f"skipped: needs the extra '{extra}' (pip install 'lossgrad_compiler[{extra}]'); "
             "it would have shown "
         ), lines[name]
     for name in ("onnx-reference", "ort-native", "ascendc"):
@@ -408,7 +409,7 @@ def test_help_prints_usage_and_does_not_run_the_demo(monkeypatch, capsys):
         demo.main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: lossgrad-demo [-h] [--out DIR]")
+    assert out.startswith("usage: lossgrad-demo [-h] [--version] [--out DIR]")
     assert "Exit status: 0 when every output is within tolerance" in out
     with pytest.raises(SystemExit) as info:
         demo.main(["--batch", "3"])

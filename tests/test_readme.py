@@ -4,8 +4,8 @@
   README's examples name (`model.onnx`: the demo's example model; `model.mlir`: one lossgrad
   op), so a name shadowed after first use or a Path where ORT wants a str fails here.
 * ```sh blocks run line by line in such a folder with the installed console scripts on PATH;
-  `make demo` and `make test` are the commands CI itself runs (`.ci/run`), so here they are
-  resolved with `make -n` and must name the demo and the test runner.
+  `make demo`, `make test` (the commands CI itself runs, `.ci/run`) and `make wheel` are
+  resolved with `make -n` and must name the demo, the test runner and `python -m build`.
 * the ```cpp block is generated code: it must appear in what the Ascend C target prints.
 * a fence without a language holds diagrams, tables or program output, not code; any other
   language fails, so that a new kind of example gets a runner before it gets a block.
@@ -128,7 +128,7 @@ def test_shell_block_runs_as_written(block: Block, workdir: Path) -> None:
 
 def check_make_target(targets: list[str]) -> None:
     """`make demo` / `make test`: what they run, resolved without running it (CI runs them)."""
-    expected = {"demo": "lossgrad-demo", "test": "pytest"}
+    expected = {"demo": "lossgrad-demo", "test": "pytest", "wheel": "-m build"}
     for target in targets:
         run = subprocess.run(
             ["make", "-n", "-W", "pyproject.toml", target],
