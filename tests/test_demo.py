@@ -293,6 +293,32 @@ def test_a_missing_extra_is_named(monkeypatch, quick, tmp_path) -> None:
     assert demo.missing_extra("ascend") and not demo.missing_extra(None)
 
 
+ASCENDC = next(b for b in demo.BACKENDS if b.name == "ascendc")
+
+
+def test_ascendc_without_a_working_compiler_is_one_skip_line(monkeypatch, quick, tmp_path):
+    """The emulation has no prebuilt form: a $CXX that does not run skips the backend, with
+    the compiler's own words, instead of failing its build."""
+    from lossgrad_compiler.backends.ascendc import build
+
+    failing = tmp_path / "cxx"
+    failing.write_text("#!/bin/sh\necho 'this compiler does not work' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CXX", str(failing))
+    monkeypatch.setattr(demo, "BACKENDS", [*demo.BACKENDS, ASCENDC])
+    build.compiler.cache_clear()
+    try:
+        code, out = run_demo(["--out", str(tmp_path / "out")])
+    finally:
+        build.compiler.cache_clear()
+    assert code == 0
+    assert summary(out)["ascendc"].startswith(
+        f"skipped: ascendc: emulation: needs a C++17 compiler; {failing} --version failed "
+        "(this compiler does not work)"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_no_backend_results_is_a_failure(monkeypatch, quick, tmp_path) -> None:
     monkeypatch.setattr(demo, "BACKENDS", [])
     assert run_demo(["--out", str(tmp_path)])[0] == 1
