@@ -1,7 +1,7 @@
 """The wheel where a user installs it: a throwaway virtual environment outside the
 repository (the wheel installed with --no-deps, its dependencies linked from this
 environment, no extra), with HOME, the working directory and the kernel cache elsewhere.
-There the README's native-kernel block runs as written, and `lossgrad-compile --target ort`
+There the native-kernel block of docs/ort.md runs as written, and `lossgrad-compile --target ort`
 writes a model and a library that ONNX Runtime loads, two ways:
 
 1. with a C++ compiler: the JIT build, compiled against the headers the wheel ships (the
@@ -25,11 +25,11 @@ import pytest
 from lossgrad_compiler import examples
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, find_compiler
 from tests.helpers import dists
-from tests.test_readme import by_language
+from tests.test_docs_blocks import by_language
 
 NATIVE_BLOCK = next(b for b in by_language("python") if "native.library_path()" in b.code)
 
-# After the README's block, in the same process: what it used, for the checks below.
+# After the page's block, in the same process: what it used, for the checks below.
 REPORT = """
 import lossgrad_compiler, pathlib, sys
 from lossgrad_compiler.backends.ort import build
