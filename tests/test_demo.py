@@ -296,6 +296,38 @@ def test_a_missing_extra_is_named(monkeypatch, quick, tmp_path) -> None:
 ASCENDC = next(b for b in demo.BACKENDS if b.name == "ascendc")
 
 
+def test_a_node_added_to_the_example_gets_its_rows(monkeypatch, quick, tmp_path):
+    """Nothing in the demo names the example's nodes: a fourth node (a signature of its own)
+    gets its check rows, its Ascend C project and its tiling rows."""
+    from lossgrad_compiler import onnx as lo
+
+    base = examples.example_model
+
+    def with_a_fourth_node():
+        model = base()
+        node = lo.make_node("KlDivBackward", ["grad_prior", "student_logp", "teacher_logp"],
+                            "grad_extra", name="kl_extra", reduction="sum")  # fmt: skip
+        graph = lo.make_graph(
+            [*model.graph.node, node], examples.INPUTS,
+            [o.name for o in model.graph.output] + ["grad_extra"], name=model.graph.name,
+        )  # fmt: skip
+        return lo.make_model(graph)
+
+    monkeypatch.setattr(examples, "example_model", with_a_fourth_node)
+    monkeypatch.setattr(demo, "BACKENDS", [*demo.BACKENDS, ASCENDC])
+    code, out = run_demo(["--out", str(tmp_path)])
+    assert code == 0, out
+    for backend in ("onnx-reference", "ascendc"):
+        rows = [r for r in check_table(out) if r[0] == backend and r[2] == "kl_extra"]
+        assert [(r[1], r[3], r[-1]) for r in rows] == [
+            (str(b), "KlDivBackward", "ok") for b in demo.BATCH_SIZES
+        ]
+        outputs = 4 * len(demo.BATCH_SIZES)
+        assert summary(out)[backend].startswith(f"{outputs} outputs checked")
+    assert re.search(r"^  kl_div_backward__\S+__sum_log_target0/\s+node kl_extra$", out, re.M)
+    assert len(re.findall(r"^kl_extra\s+\[", out, re.MULTILINE)) == len(demo.BATCH_SIZES)
+
+
 def test_ascendc_without_a_working_compiler_is_one_skip_line(monkeypatch, quick, tmp_path):
     """The emulation has no prebuilt form: a $CXX that does not run skips the backend, with
     the compiler's own words, instead of failing its build."""
