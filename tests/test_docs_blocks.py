@@ -13,9 +13,10 @@ The fence's info string says how a block is run:
   with lower-lossgrad (an excerpt of IR goes in a fence without a language).
 * ```cpp blocks are generated code: each must appear in what the Ascend C target prints
   for the kernel they show (KlDivBackward, reduction mean, 0-d grad_output, float32).
-* `extra=NAME` after the language marks a block that needs the optional extra NAME
-  (pyproject.toml): it runs where the extra is installed and skips, naming the extra,
-  where it is not (which fails under LOSSGRAD_NO_SKIPS=1, as in CI).
+* `<!-- extra: NAME -->` on the line before a fence marks a block that needs the optional
+  extra NAME (pyproject.toml; the comment does not show on GitHub, and the fence stays
+  plain for other readers): it runs where the extra is installed and skips, naming the
+  extra, where it is not (which fails under LOSSGRAD_NO_SKIPS=1, as in CI).
 * A fence without a language holds program output, diagrams or tables: it is not run.
 * A page whose blocks need more than a folder (docs/extending.md installs a plugin
   package) is run by a test of its own, named in DEDICATED, which must run every block.
@@ -56,24 +57,21 @@ func.func @f(%go: tensor<f32>, %x: tensor<?x4xf32>, %t: tensor<4xf32>) -> tensor
 """
 
 FENCE = re.compile(r"^```(\S*)((?:\s+\S+)*)\s*$")
+EXTRA = re.compile(r"^<!-- extra: (\S+) -->$")
 
 
 @dataclass(frozen=True)
 class Block:
     page: str  # relative to the repository
     language: str
-    options: tuple[str, ...]
+    info: str  # the rest of the fence's info string (none is used)
     code: str
     line: int  # where the block starts in its page
+    extra: str | None = None  # the optional extra the block needs
 
     @property
     def label(self) -> str:
         return f"{self.page}:{self.line}:{self.language or 'text'}"
-
-    @property
-    def extra(self) -> str | None:
-        found = [o.removeprefix("extra=") for o in self.options if o.startswith("extra=")]
-        return found[0] if found else None
 
 
 def page_blocks(path: Path, root: Path = ROOT) -> list[Block]:
@@ -86,9 +84,10 @@ def page_blocks(path: Path, root: Path = ROOT) -> list[Block]:
         fence = FENCE.match(lines[k])
         if fence:
             end = next(j for j in range(k + 1, len(lines)) if lines[j].startswith("```"))
-            options = tuple(fence.group(2).split())
+            marker = EXTRA.match(lines[k - 1]) if k else None
             code = "\n".join(lines[k + 1 : end]) + "\n"
-            blocks.append(Block(page, fence.group(1), options, code, k + 1))
+            blocks.append(Block(page, fence.group(1), fence.group(2).strip(), code, k + 1,
+                                marker.group(1) if marker else None))  # fmt: skip
             k = end
         k += 1
     return blocks
@@ -131,15 +130,13 @@ def test_every_block_has_a_runner() -> None:
     assert by_language("python") and by_language("sh") and by_language("mlir")
 
 
-def test_every_option_is_known() -> None:
-    """The only fence option is extra=NAME, naming an extra of pyproject.toml."""
-    wrong = [
-        f"{b.label}: {o}"
-        for b in BLOCKS
-        for o in b.options
-        if not (o.startswith("extra=") and o.removeprefix("extra=") in EXTRA_MODULES)
-    ]
-    assert not wrong
+def test_every_extra_is_known() -> None:
+    """An extra marker names an extra of pyproject.toml; a fence has nothing after its
+    language (what a block needs goes in the marker before it)."""
+    assert [b.label for b in BLOCKS if b.extra and b.extra not in EXTRA_MODULES] == []
+    assert [f"{b.label}: {b.info}" for b in BLOCKS if b.info] == []
+    markers = sum(1 for p in PAGES for line in p.read_text().splitlines() if EXTRA.match(line))
+    assert markers == sum(1 for b in BLOCKS if b.extra), "an extra marker not before a fence"
     extras = re.search(r"\[project\.optional-dependencies\](.*?)\n\[", _pyproject(), re.S)
     assert extras and set(EXTRA_MODULES) <= set(re.findall(r"^(\w+) =", extras.group(1), re.M))
 
@@ -161,11 +158,18 @@ def test_the_model_mlir_of_the_examples_is_the_one_the_docs_show() -> None:
 
 def test_the_parser_reads_info_strings(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("x\n```python extra=iree\nprint(1)\n```\n```\nout\n```\n")
+    page.write_text("x\n<!-- extra: iree -->\n```python\nprint(1)\n```\n```\nout\n```\n")
     first, second = page_blocks(page, tmp_path)
     assert (first.language, first.extra, first.code, first.line) == ("python", "iree",
-                                                                      "print(1)\n", 2)  # fmt: skip
+                                                                      "print(1)\n", 3)  # fmt: skip
     assert (second.language, second.extra, second.code) == ("", None, "out\n")
+
+
+def test_a_block_whose_extra_is_missing_skips_naming_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing it fails, as without the extra
+    with pytest.raises(pytest.skip.Exception, match=r"x\.md:1:python needs the extra 'torch'"):
+        needs_extra(Block("x.md", "python", "", "import torch\n", 1, "torch"))
+    needs_extra(Block("x.md", "python", "", "import numpy\n", 1, None))  # runs
 
 
 # --------------------------------------------------------------------------- the runners
