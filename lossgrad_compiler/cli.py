@@ -323,7 +323,8 @@ def _run_model_target(
     for role, path in artifact.companions.items():
         if not _same_file(path, copies[role]):
             copy_file(path, copies[role])
-        lines.append(f"copied the {role} to {copies[role]}")
+        note = f" ({artifact.notes[role]})" if role in artifact.notes else ""
+        lines.append(f"copied the {role}{note} to {copies[role]}")
     if artifact.hint is not None:
         lines += artifact.hint(copies)
     return [*lines, *artifact.lines]

@@ -38,11 +38,11 @@ class Ort(Target):
         from lossgrad_compiler.backends.ort.prebuilt import describe  # deferred as above
 
         library = Path(library_path())
-        role = f"{LIBRARY} ({describe(library)})"  # which library: prebuilt or built here
         artifact = onnx_model(compilation, "functions")
-        artifact.companions = {role: library}
+        artifact.companions = {LIBRARY: library}
+        artifact.notes = {LIBRARY: describe(library)}  # prebuilt for a level, or built here
         artifact.hint = lambda copied: [
             "load it with: so = onnxruntime.SessionOptions(); "
-            f"so.register_custom_ops_library('{copied[role]}')"
+            f"so.register_custom_ops_library('{copied[LIBRARY]}')"
         ]
         return artifact
