@@ -1,7 +1,7 @@
 """The wheel where a user installs it: a throwaway virtual environment outside the
 repository (the wheel installed with --no-deps, its dependencies linked from this
 environment, no extra), with HOME, the working directory and the kernel cache elsewhere.
-There the README's native-kernel block runs as written, and `lossgrad-compile --target ort`
+There the native-kernel block of docs/ort.md runs as written, and `lossgrad-compile --target ort`
 writes a model and a library that ONNX Runtime loads, two ways:
 
 1. with a C++ compiler: the JIT build, compiled against the headers the wheel ships (the
@@ -13,6 +13,7 @@ writes a model and a library that ONNX Runtime loads, two ways:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -24,11 +25,11 @@ import pytest
 from lossgrad_compiler import examples
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, find_compiler
 from tests.helpers import dists
-from tests.test_readme import by_language
+from tests.test_docs_blocks import by_language
 
 NATIVE_BLOCK = next(b for b in by_language("python") if "native.library_path()" in b.code)
 
-# After the README's block, in the same process: what it used, for the checks below.
+# After the page's block, in the same process: what it used, for the checks below.
 REPORT = """
 import lossgrad_compiler, pathlib, sys
 from lossgrad_compiler.backends.ort import build
@@ -145,7 +146,11 @@ def test_without_a_compiler_the_prebuilt_library_serves(venv: Path, tmp_path: Pa
     assert copied.name == library.name  # the copy says which level it is
     demo = _run([str(venv.parent / "lossgrad-demo")], work, env)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    native = [line for line in demo.stdout.splitlines() if "ort-native" in line]
+    runs = [line for line in demo.stdout.splitlines() if line.startswith("run")]
+    native = [line for line in runs if "ort-native" in line]
     assert native and not any("skipped" in line for line in native), demo.stdout
     assert sum(1 for line in native if line.rstrip().endswith(": ok")) == 3, demo.stdout
     assert "function path" not in demo.stderr, demo.stderr
+    # the Ascend C emulation has no prebuilt form: without a compiler it is one skip line
+    (ascendc,) = [line for line in runs if re.match(r"run\s+ascendc\s", line)]
+    assert "skipped: ascendc: emulation: needs a C++17 compiler" in ascendc, ascendc
