@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench clean wheel
+.PHONY: demo test lint bench clean wheel system-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,11 @@ $(BIN)/python:
 
 $(VENV)/.runtime-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# The demo runs every backend, so it installs the extras that hold their toolchains.
+$(VENV)/.demo-installed: pyproject.toml $(VENV)/.runtime-installed
+	$(BIN)/pip install --quiet -e '.[torch,iree,ascend]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml $(VENV)/.runtime-installed
@@ -23,10 +28,14 @@ ORT_HEADERS := third_party/onnxruntime/include/onnxruntime_c_api.h
 $(ORT_HEADERS):
 	sh scripts/fetch_ort_headers.sh
 
-demo: $(VENV)/.runtime-installed $(ORT_HEADERS)
+# Debian's mlir-22-tools, for the AscendNPU IR CPU runner and the mlir-opt checks.
+system-tools:
+	@sh scripts/fetch_system_tools.sh
+
+demo: $(VENV)/.demo-installed $(ORT_HEADERS) system-tools
 	$(BIN)/lossgrad-demo
 
-test: $(VENV)/.test-installed $(ORT_HEADERS)
+test: $(VENV)/.test-installed $(ORT_HEADERS) system-tools
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
 

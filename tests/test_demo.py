@@ -418,9 +418,9 @@ def test_example_feeds_match_the_model_inputs():
 
 
 def test_demo_runs_without_the_extras_and_without_test_dependencies(tmp_path: Path):
-    """`make demo` installs only the runtime dependencies: the demo must not import the test
-    ones, and each step whose extra is missing says in one line which extra it is and what
-    it would have shown."""
+    """Installed without extras (`pip install lossgrad_compiler`), the demo must not import the
+    test dependencies, and each step whose extra is missing says in one line which extra it
+    is and what it would have shown."""
     code = (
         "import sys\n"
         "for name in ('torch', 'onnxscript', 'iree', 'ascendnpuir', 'llvmlite'):\n"
