@@ -36,7 +36,7 @@ from typing import Any, TextIO
 
 import onnx
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import __version__, spec
 from lossgrad_compiler.model_files import data_destination, external_files, write_model
 from lossgrad_compiler.onnx.tensors import external_tensors
 from lossgrad_compiler.output_files import (
@@ -111,6 +111,7 @@ def build_parser(entries: Sequence[Registered] | None = None) -> argparse.Argume
         + ". Third-party packages add targets through the entry-point group "
         f"'{ENTRY_POINT_GROUP}'.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("input", type=Path, help="the ONNX model to compile (only read)")
     parser.add_argument(
         "-o",
@@ -322,7 +323,8 @@ def _run_model_target(
     for role, path in artifact.companions.items():
         if not _same_file(path, copies[role]):
             copy_file(path, copies[role])
-        lines.append(f"copied the {role} to {copies[role]}")
+        note = f" ({artifact.notes[role]})" if role in artifact.notes else ""
+        lines.append(f"copied the {role}{note} to {copies[role]}")
     if artifact.hint is not None:
         lines += artifact.hint(copies)
     return [*lines, *artifact.lines]

@@ -66,7 +66,7 @@ def _formal_parameter(spec_input: spec.InputSpec, type_param: str) -> OpSchema.F
 
 
 def _doc(op: spec.OperatorSpec) -> str:
-    return f"{op.doc} Follows {op.aclnn}; the contract is docs/operators.md of lossgrad_compiler."
+    return f"{op.doc} Follows {op.aclnn}; its contract: lossgrad_compiler's operator documentation."
 
 
 def _output_doc(op: spec.OperatorSpec) -> str:

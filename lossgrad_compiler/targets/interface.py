@@ -132,6 +132,8 @@ class Artifact:
     executables: frozenset[str] = frozenset()
     contents: str = "the files"
     companions: dict[str, Path] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    """Which file a companion is, by role, for the "copied the <role> (<note>)" line."""
     detail: str = ""
     lines: list[str] = field(default_factory=list)
     hint: Callable[[dict[str, Path]], list[str]] | None = None

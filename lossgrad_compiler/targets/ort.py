@@ -9,7 +9,7 @@ from lossgrad_compiler.targets.interface import Artifact, Compilation, Option, P
 from lossgrad_compiler.targets.onnx import onnx_model
 
 LIBRARY = "kernel library"
-"""The companion's role: "copied the kernel library to ..."."""
+"""The companion's role: "copied the kernel library (<which one>) to ..."."""
 
 
 class Ort(Target):
@@ -35,9 +35,12 @@ class Ort(Target):
             from lossgrad_compiler.runtime.ort import library_path
         except ImportError as err:
             raise self.unavailable(err) from None
+        from lossgrad_compiler.backends.ort.prebuilt import describe  # deferred as above
+
         library = Path(library_path())
         artifact = onnx_model(compilation, "functions")
         artifact.companions = {LIBRARY: library}
+        artifact.notes = {LIBRARY: describe(library)}  # prebuilt for a level, or built here
         artifact.hint = lambda copied: [
             "load it with: so = onnxruntime.SessionOptions(); "
             f"so.register_custom_ops_library('{copied[LIBRARY]}')"

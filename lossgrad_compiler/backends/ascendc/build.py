@@ -65,7 +65,20 @@ def compiler() -> tuple[str, str]:
         raise UnsupportedByBackendError(
             "ascendc", "emulation", "needs a C++17 compiler (g++ or $CXX) on PATH"
         )
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    try:
+        version = subprocess.run(
+            [cxx, "--version"], capture_output=True, text=True, check=False, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise UnsupportedByBackendError(
+            "ascendc", "emulation", f"needs a C++17 compiler; {cxx} --version did not run: {err}"
+        ) from None
+    if version.returncode != 0:
+        said = (version.stderr.strip().splitlines() or ["no message"])[0]
+        raise UnsupportedByBackendError(
+            "ascendc", "emulation",
+            f"needs a C++17 compiler; {cxx} --version failed ({said})",
+        )  # fmt: skip
     return cxx, version.stdout
 
 

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.build import build_runner
 from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
+from lossgrad_compiler.backends.ascendc.kernel_printer import TILING_FIELDS, scalar_fields
 from lossgrad_compiler.backends.ascendc.project import Project, lower_to_ascendc, print_projects
 from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC, Soc
 from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
@@ -33,7 +34,7 @@ from lossgrad_compiler.errors import (
     UnsupportedByBackendError,
 )
 
-MAGIC = b"LGASC03\0"
+MAGIC = b"LGASC04\0"
 VIOLATION_EXIT = 86
 UNTOUCHED = 0x5A  # the runner fills every output with this byte before the call
 FLAG_NULL_WORKSPACE_SIZE = 1
@@ -130,11 +131,22 @@ class RawCase:
     ub_bytes: int = 196608
 
 
+@dataclass(frozen=True)
+class RawLaunch:
+    """One AI-core launch of a call: the OpType, the block dim and the tiling data that the
+    op_host tiling function chose (raw bytes; `decode_tiling` reads them)."""
+
+    op_type: str
+    block_dim: int
+    tiling: bytes = field(repr=False)
+
+
 @dataclass
 class RawResult:
     status: int
     message: str
     output: np.ndarray = field(repr=False)
+    launches: list[RawLaunch] = field(default_factory=list)
 
 
 def _acl_dtype(dtype: Any) -> int:
@@ -228,8 +240,44 @@ def _read_results(data: bytes, cases: Sequence[RawCase]) -> list[RawResult]:
         pos += 8
         out = np.frombuffer(data[pos : pos + nbytes], dtype=np.dtype(c.out_dtype)).copy()
         pos += nbytes
-        results.append(RawResult(status, message, out.reshape(c.out_shape)))
+        launches, pos = _read_launches(data, pos)
+        results.append(RawResult(status, message, out.reshape(c.out_shape), launches))
     return results
+
+
+# The C types of the tiling struct's fields (kernel_printer.print_tiling_header), as struct
+# codes; native alignment, because the runner is built for this machine.
+_TILING_CODES = {"uint64_t": "Q", "uint32_t": "I", "float": "f"}
+
+
+def decode_tiling(project: Project, data: bytes) -> dict[str, int | float]:
+    """The tiling data a project's tiling function wrote, by field name, as the project's
+    op_kernel/<name>_tiling.h declares the struct."""
+    fields = [(name, ctype) for ctype, name, _ in TILING_FIELDS]
+    fields += [(name, "float") for name in scalar_fields(project.graph.kernel)]
+    layout = "@" + "".join(_TILING_CODES[ctype] for _, ctype in fields)
+    if len(data) < struct.calcsize(layout):
+        raise EmulatorRunnerError(
+            f"the tiling data of {project.info.op_type} has {len(data)} bytes, its struct "
+            f"{struct.calcsize(layout)}"
+        )
+    values = struct.unpack_from(layout, data)
+    return {name: value for (name, _), value in zip(fields, values, strict=True)}
+
+
+def _read_launches(data: bytes, pos: int) -> tuple[list[RawLaunch], int]:
+    (count,) = struct.unpack_from("<I", data, pos)
+    pos += 4
+    launches = []
+    for _ in range(count):
+        (length,) = struct.unpack_from("<I", data, pos)
+        op_type = data[pos + 4 : pos + 4 + length].decode("utf-8", "replace")
+        pos += 4 + length
+        block_dim, size = struct.unpack_from("<II", data, pos)
+        pos += 8
+        launches.append(RawLaunch(op_type, block_dim, data[pos : pos + size]))
+        pos += size
+    return launches, pos
 
 
 # --------------------------------------------------------------------------- cases

@@ -1,7 +1,8 @@
 // lossgrad_compiler Ascend C CPU emulation: the case runner of `emulate()`.
 //
 // Reads a batch of calls from a file, makes device tensors for them, calls the signature's
-// aclnn two-phase API through `call`, and writes each call's status, message and output.
+// aclnn two-phase API through `call`, and writes each call's status, message, output and
+// AI-core launches (OpType, block dim and tiling data of each, core.h's Launch).
 // The output tensor starts filled with 0x5A bytes, so a rejected call's untouched output
 // can be recognised. Each case names the SoC it runs on (vector cores, UB bytes).
 #pragma once
@@ -14,7 +15,7 @@
 
 namespace lossgrad_emu {
 
-constexpr char kCaseMagic[8] = {'L', 'G', 'A', 'S', 'C', '0', '3', '\0'};
+constexpr char kCaseMagic[8] = {'L', 'G', 'A', 'S', 'C', '0', '4', '\0'};
 constexpr uint8_t kUntouched = 0x5A;
 constexpr uint32_t kMaxInputs = 8;  // tensors a case may pass (the operator's inputs)
 constexpr uint32_t kMaxAttributes = 8;  // attribute values a case may pass
