@@ -136,6 +136,13 @@ def _signature_checks(graph: HostGraph, info: SignatureInfo) -> list[str]:
                 "}",
             ]
             continue
+        if info.op.input(name).optional:  # compiled with it: a null one is another call
+            lines += [
+                f"if ({var} == nullptr) {{",
+                f'    return Fail(op, "{name}", "the Ascend C kernel was compiled with '
+                f'{name}; got null");',
+                "}",
+            ]
         i = info.inputs.index(name)
         dims = ", ".join(
             str(e.position) if isinstance(e, AffineDimExpr) else "-1" for e in graph.maps[i].results
