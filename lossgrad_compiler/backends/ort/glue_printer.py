@@ -53,6 +53,11 @@ gives the first two)."""
 NUM_SLOTS = 8 << len(GIVEN_BITS)
 
 
+def given_label(slot: int) -> str:
+    """The optional inputs a slot has given, as the kernels' labels say them: `, with weight`."""
+    return "".join(f", with {name}" for name, bit in GIVEN_BITS.items() if slot & bit)
+
+
 def slot_expression(slot: int) -> str:
     """A slot as the C++ of its named bits: `kSelf0 | kSummed`, `kFull` for none."""
     names = [name for name, bit in SLOT_BITS if slot & bit]
@@ -221,7 +226,7 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
         f"result_dims) {{",
         "  // Per-thread buffers: their capacity is reused, so a call allocates nothing on the",
         "  // heap (the vectors are only this function's scratch, never held across calls).",
-        f"  thread_local Input in[{n}];",
+        "  thread_local Input in[kMaxInputs];",
         "  size_t given = 0;",
         "  LOSSGRAD_TRY(g_api->KernelContext_GetInputCount(ctx, &given));",
         f"  for (size_t i = 0; i < {n}; ++i) {{",
@@ -312,7 +317,7 @@ def print_compute(
         call = f"return run_variant<variants::{kernel}>(c, variants::{params}(c.shapes{args}));"
         calls.setdefault(call, []).append(
             f"    case variant_key({combined}, {slot_expression(slot)}):"
-            f"  // {class_label(op, classes)}"
+            f"  // {class_label(op, classes)}{given_label(slot)}"
         )
     cases = [line for call, labels in calls.items() for line in [*labels, f"      {call}"]]
     struct_name = attrs_struct_name(op)
