@@ -82,6 +82,10 @@ class GraphIndex:
         self._folded: dict[str, np.ndarray | None] = {}
         self.types: dict[str, ValueType] = {}
         self.infer(model)
+        # what ONNX shape inference itself knows (the pass may later know more, through
+        # shape-keeping Reshapes): a fused node's operands need the shape known to it, or
+        # the compiler (which infers again) compiles the node for other shapes
+        self.inferred: dict[str, ValueType] = dict(self.types)
 
     def infer(self, model: ModelProto) -> None:
         """Types and shapes from ONNX shape inference over `model` (this graph, or a copy

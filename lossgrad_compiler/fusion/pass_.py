@@ -515,6 +515,18 @@ class _Fuser:
                 first_reason = first_reason or call
                 continue
             checked, go_value, go_constant, attrs_with_reduction = call
+            unknown = [
+                v
+                for v in (go_value, self_value, target)
+                if v and self.index.inferred.get(v) != self.index.type_of(v)
+            ]
+            if unknown:
+                first_reason = first_reason or (
+                    f"ONNX shape inference does not give the shape of '{unknown[0]}', which the "
+                    "node would read: the compiler (which infers again) would take its sizes "
+                    "for dynamic ones"
+                )
+                continue
             reason = self._check_call(
                 form, checked, required, compute, scale, result_type, binding, tail
             )

@@ -122,10 +122,12 @@ class _Graph:
         self.count += 1
         return f"{base}_{self.count}"
 
-    def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+    def node(self, op: str, inputs: list[str], typed: bool = True, **attrs: Any) -> str:
+        """A node's output; `typed`: the output has the compute type (an intermediate the
+        knobs may read)."""
         out = self.fresh(op.lower())
         self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
-        if op in _ARITHMETIC:
+        if op in _ARITHMETIC and typed:
             self.intermediates.append(out)
             if self.recipe.mid_cast == len(self.intermediates) - 1:
                 return self.cast(self.cast(out, F16), self.recipe.compute)
@@ -194,7 +196,10 @@ def _smooth_l1(g: _Graph, r: Recipe, s: str | None, x: str, t: str) -> str:
     if r.form == "sl1_sign":
         # the exporter's half L1 gradient: Sign in float32, Casts around it
         half = c == F16
-        sign = g.cast(g.node("Sign", [g.cast(d, F32)]), F16) if half else g.node("Sign", [d])
+        if half:
+            sign = g.cast(g.node("Sign", [g.cast(d, F32)], typed=False), F16)
+        else:
+            sign = g.node("Sign", [d])
         return sign if s is None else g.node("Mul", [s, sign])
     if r.form in ("sl1_inline", "sl1_inline_sign"):
         one, minus_one = g.const(1.0, c, "one"), g.const(-1.0, c, "minus_one")
@@ -277,8 +282,10 @@ def _sum_back(g: _Graph, r: Recipe, value: str) -> str:
         summed = g.node("ReduceSum", [value], axes=axes, keepdims=keepdims)
     if r.sum_back == "drop":
         return summed
-    if r.sum_back == "reshape":
-        return g.node("Reshape", [summed, g.const(list(r.x_shape))])
+    if r.sum_back == "reshape" and (0 not in r.x_shape or r.opset >= 14):
+        # a 0 in the shape copies the input's size unless allowzero (opset 14) says it is 0
+        zeros = {"allowzero": 1} if 0 in r.x_shape else {}
+        return g.node("Reshape", [summed, g.const(list(r.x_shape))], **zeros)
     if not lead:
         return summed
     if r.opset >= 13:
