@@ -503,3 +503,32 @@ def check_fusion(
             if not verdict.ok:
                 problems.append(verdict.message)
     return problems
+
+
+def wrong_compute_types(fused: onnx.ModelProto, compute: Any) -> list[str]:
+    """The ai.lossgrad nodes of the fused model that do not compute in `compute`, the type
+    the original computes the gradient in (SmoothL1LossBackward with beta 0 aside: its
+    result is the same in every type)."""
+    inferred = onnx.shape_inference.infer_shapes(fused)
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in (*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output)
+    }
+    types |= {i.name: i.data_type for i in fused.graph.initializer}
+    found = []
+    for node in fused.graph.node:
+        if node.domain != spec.DOMAIN:
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "SmoothL1LossBackward" and attrs.get("beta") == 0.0:
+            continue
+        operands = [spec.float_type(types.get(name, 0)) for name in node.input]
+        if any(t is None for t in operands):
+            found.append(f"{node.op_type}: an operand's type is not known")
+            continue
+        computes = spec.compute_type(spec.promote_types(operands))  # type: ignore[arg-type]
+        if computes.dtype != np.dtype(compute):
+            found.append(
+                f"{node.op_type} computes in {computes.name}, the graph in {np.dtype(compute).name}"
+            )
+    return found

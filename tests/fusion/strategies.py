@@ -25,8 +25,14 @@ BETAS = (0.5, 1.0, 2.0, 0.25, 4.0, 0.3, 3.0, 1e-3, 0.125, 7.5, 1e-20)
 
 @st.composite
 def shapes(draw: st.DrawFn) -> tuple[int, ...]:
-    rank = draw(st.integers(0, 3))
-    dims = draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))
+    """Mostly a few dozen elements (each is a trial of the values), now and then a 0-d
+    shape or an empty one."""
+    rank = draw(st.sampled_from([2, 3, 1, 0]))
+    dims = draw(st.lists(st.integers(2, 6), min_size=rank, max_size=rank))
+    ones = draw(st.lists(st.booleans(), min_size=rank, max_size=rank))
+    dims = [
+        1 if one and draw(st.integers(0, 3)) == 0 else d for d, one in zip(dims, ones, strict=True)
+    ]
     if rank and draw(st.integers(0, 9)) == 0:
         dims[draw(st.integers(0, rank - 1))] = 0
     return tuple(dims)
@@ -50,8 +56,14 @@ def recipes(draw: st.DrawFn) -> Recipe:
     modern = [13, 14, 15, 16, 17, 18, 19, 20, 21]
     opset = draw(st.sampled_from(modern if inline else [*modern, *modern, 9, 10, 11, 12]))
     compute = draw(st.sampled_from([F32, F32, F64, F64, F16]))
-    types = [draw(st.sampled_from([compute, compute, compute, *FLOATS])) for _ in range(3)]
-    out_type = draw(st.sampled_from([None, None, types[0], *FLOATS]))
+    # inputs of other types than the computation, mostly narrower ones Cast to it (a wider
+    # computation between Casts must stay wider in the fused node)
+    others = {F64: [F32, F32, F16], F32: [F16, F16, F64], F16: [F32, F64]}[compute]
+    if draw(st.booleans()):  # one type for every input, as exporters write graphs
+        types = [draw(st.sampled_from([*others, compute, compute]))] * 3
+    else:
+        types = [draw(st.sampled_from([*others, compute, compute])) for _ in range(3)]
+    out_type = draw(st.sampled_from([types[0], None, None, *FLOATS]))
     b = draw(shapes())
     x_shape, t_shape = b, b
     sum_back = ""
@@ -70,7 +82,7 @@ def recipes(draw: st.DrawFn) -> Recipe:
                     x_shape = b[draw(st.integers(1, len(b))) :]
     else:
         x_shape = draw(smaller(b))
-    scale = draw(st.sampled_from(SCALES))
+    scale = draw(st.sampled_from(["input", "one", *SCALES]))  # grad_output itself, more often
     numel = int(np.prod(b))
     scale_value = draw(
         st.sampled_from([1.0 / max(numel, 1), 1.0 / (numel + 1), 0.25, 1.0, 3.0, 1e-30, -0.5])

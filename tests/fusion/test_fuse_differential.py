@@ -20,8 +20,8 @@ native kernel library, and through lossgrad_compiler.runtime.ort (compile_model'
 model, native kernels; now and then without them, the standard ONNX function bodies). The
 original runs under the ReferenceEvaluator (its meaning) and ONNX Runtime.
 
-The budget: LOSSGRAD_FUZZ_EXAMPLES graphs of hand-written forms (default 600), a third as
-many inline graphs and a fifteenth as many exported steps."""
+The budget: LOSSGRAD_FUZZ_EXAMPLES graphs of hand-written forms (default 1000), a third as
+many inline graphs and a twenty-fifth as many exported steps."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.fusion import fuse
-from tests.fusion.contract import Subject, check_fusion
+from tests.fusion.contract import Subject, check_fusion, wrong_compute_types
 from tests.fusion.graphs import Recipe, build, feeds, np_type, special_values
 from tests.fusion.strategies import (
     colliding_branch,
@@ -51,7 +51,7 @@ from tests.fusion.strategies import (
 )
 from tests.helpers.strategies import calls
 
-EXAMPLES = int(os.environ.get("LOSSGRAD_FUZZ_EXAMPLES", "600"))
+EXAMPLES = int(os.environ.get("LOSSGRAD_FUZZ_EXAMPLES", "1000"))
 SETTINGS = {
     "deadline": None,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -75,6 +75,8 @@ def _check(
     if report.left and not report.fused:
         event(f"left: {report.left[0].reason.split(':')[0][:60]}")
     onnx.checker.check_model(fused, full_check=True)
+    # the node computes in the type the graph computes in (docs/fusion.md)
+    assert not wrong_compute_types(fused, subject.compute), report.lines()
     problems = check_fusion(
         subject, fused, inputs, reassociate=reassociate, runtimes=_runtimes(functions)
     )
@@ -189,7 +191,7 @@ def _exported(index: int, dtype: str, dynamic: bool) -> onnx.ModelProto:
     return model
 
 
-@settings(max_examples=max(1, EXAMPLES // 15), **SETTINGS)
+@settings(max_examples=max(1, EXAMPLES // 25), **SETTINGS)
 @given(
     index=st.integers(0, len(EXPORTED_STEPS) - 1),
     dtype=st.sampled_from(["float32", "float32", "float16", "float64"]),
