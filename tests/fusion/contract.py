@@ -366,6 +366,17 @@ def run_fused_reference(fused: onnx.ModelProto, feeds: Mapping[str, np.ndarray])
 # --------------------------------------------------------------------------- runtimes
 
 
+def _ort_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions ONNX Runtime raises for a model or a run it refuses."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "RuntimeException")
+    return tuple(getattr(state, n) for n in names if hasattr(state, n))
+
+
+ORT_ERRORS = _ort_errors()
+
+
 def _computes_in_half(model: onnx.ModelProto) -> bool:
     """Some node of the main graph computes in float16 or bfloat16 (where ONNX Runtime's CPU
     provider computes in float32 instead)."""
@@ -470,18 +481,20 @@ def check_fusion(
     # (its rewrites reject some valid models), the fused model need not run there either.
     results: dict[str, list[Any]] = {}
     ort_original: list[Any] | None = None
+    unrun: list[str] = []  # where ORT does not run the original, and why (said on failure)
     if original_in_ort:
         try:
             ort_original = run_ort(original, feeds, "stock")
-        except Exception:  # not a place the original runs
+        except ORT_ERRORS as err:  # not a place the original runs
             runtimes = [how for how in runtimes if how == "reference"]
+            unrun.append(f"the original does not run in ORT ({type(err).__name__}: {err})")
         try:
             if not _computes_in_half(original):
                 results["original in ORT without rewrites"] = run_ort(
                     original, feeds, "stock", optimize=False
                 )
-        except Exception:  # e.g. ORT refuses Cast(saturate=0) to a float that is no float8
-            pass
+        except ORT_ERRORS as err:  # e.g. Cast(saturate=0) to a type that is no float8
+            unrun.append(f"without rewrites ({type(err).__name__}: {err})")
     if not _has_lossgrad_nodes(fused):  # the runtime's session compiles ai.lossgrad models
         runtimes = [how for how in runtimes if how in ("reference", "stock")]
     for how in runtimes:
@@ -490,7 +503,7 @@ def check_fusion(
                 results[how] = run_fused_reference(fused, feeds)
             else:
                 results[how] = run_ort(fused, feeds, how)
-        except Exception as err:
+        except Exception as err:  # a fused model that does not run is a finding
             problems.append(f"fused model under {how}: {type(err).__name__}: {err}")
     for how, outputs in results.items():
         for i, name in enumerate(names):
@@ -502,7 +515,7 @@ def check_fusion(
             )
             if not verdict.ok:
                 problems.append(verdict.message)
-    return problems
+    return [*problems, *unrun] if problems else []
 
 
 def wrong_compute_types(fused: onnx.ModelProto, compute: Any) -> list[str]:
