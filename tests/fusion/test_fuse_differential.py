@@ -70,7 +70,9 @@ def _check(
 ) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fused, report = fuse(subject.model, reassociate=reassociate)
+        fused, report = (
+            fuse(subject.model, reassociate=True) if reassociate else fuse(subject.model)
+        )
     event(f"fused: {', '.join(sorted({f.op_type for f in report.fused})) or 'nothing'}")
     if report.left and not report.fused:
         event(f"left: {report.left[0].reason.split(':')[0][:60]}")
