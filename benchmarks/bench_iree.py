@@ -38,7 +38,8 @@ from benchmarks.bench_ort_native import (
     triad_runner,
 )
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.iree import compile_signatures, compile_text, module_text
+from lossgrad_compiler.backends.iree import compile_module, compile_text, module_text
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 
 
@@ -59,7 +60,7 @@ def iree_times(sizes: list[int], types: list[str], threads: int) -> dict[str, di
             for op in OPS:
                 inputs = make_inputs(op, 1 << log2n, dtype)
                 sig = signature(op, inputs)
-                path = compile_signatures([sig])
+                path = compile_module(lower_signatures([sig]))
                 row: dict[str, float] = {}
                 for device in ("local-sync", "local-task"):
                     config = rt.Config(device)
@@ -85,16 +86,16 @@ def compile_times() -> None:
     inputs = make_inputs("SmoothL1LossBackward", 1024, np.dtype(np.float32))
     one = signature("SmoothL1LossBackward", inputs)
     start = time.perf_counter()
-    compile_text(module_text([one]))
+    compile_text(module_text(lower_signatures([one])))
     cold = time.perf_counter() - start
     sigs = [signature("SmoothL1LossBackward", inputs) for _ in range(10_000)]
     with tempfile.TemporaryDirectory() as empty_cache:
         os.environ["LOSSGRAD_CACHE_DIR"] = empty_cache
         start = time.perf_counter()
-        compile_signatures(sigs)
+        compile_module(lower_signatures(sigs))
         first = time.perf_counter() - start
         start = time.perf_counter()
-        compile_signatures(sigs)
+        compile_module(lower_signatures(sigs))
         hit = time.perf_counter() - start
     print(
         f"\ncompile: one signature {cold:.2f} s (iree-compile, no cache); 10,000 identical "

@@ -19,6 +19,10 @@ IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size. Each
 met is listed with its reason, taken from the run itself: a runner's cost per element in
 cache (the difference between its 2^16 and 2^20 times, which cancels the fixed cost of a
 call) against what the goal allows.
+
+--prebuilt adds the platform wheel's prebuilt library for this CPU (the installed one, or
+built here as the wheel build does) as another runner of each cell, with its time over the
+JIT build's ("pre/jit"; the goal: at most 1.10 at >= 2^22).
 """
 
 from __future__ import annotations
@@ -41,9 +45,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ort.build import build_shared_library
+from lossgrad_compiler.backends.build_cache import cache_root
+from lossgrad_compiler.backends.ort.build import build_shared_library, toolchain
+from lossgrad_compiler.backends.ort.prebuilt import (
+    build_prebuilt,
+    prebuilt_library,
+    prebuilt_present,
+)
 from lossgrad_compiler.runtime.ort import prepare_model, session_options
 from lossgrad_compiler.runtime.ort_io import to_ort_value
+from lossgrad_compiler.runtime.ort_source import kernel_library_source
 
 OPS = ("KlDivBackward", "SmoothL1LossBackward", "KlDivTargetBackward")
 ATTRS = {
@@ -56,6 +67,7 @@ FORMS = ("0-d", "full")  # grad_output 0-d with reduction mean, or of self's sha
 TRIAD_GOAL = {"KlDivBackward": 0.9, "SmoothL1LossBackward": 0.9, "KlDivTargetBackward": 0.8}
 TRIAD_GOAL_FROM = 22  # log2 n from which the triad goal applies
 IN_CACHE = (16, 20)  # log2 n of two sizes whose data stay in cache (<= 16 MiB of 32 MiB L3)
+PREBUILT_GOAL = 1.10  # the prebuilt library's time over the JIT build's, at >= 2^22
 
 
 def attrs_for(op: str, form: str = "0-d") -> dict:
@@ -155,8 +167,18 @@ def single_node_model(op: str, dtype: np.dtype, form: str = "0-d") -> object:
     return prepare_model(lo.make_model(graph))
 
 
-def ort_runner(model: object, inputs: dict[str, np.ndarray], threads: int, native: bool):
+def ort_runner(
+    model: object,
+    inputs: dict[str, np.ndarray],
+    threads: int,
+    native: bool,
+    library: str | None = None,
+):
+    """The model in ORT with the JIT kernel library (`native`), another `library`, or the
+    function path."""
     so = session_options(native, intra_op_num_threads=threads, inter_op_num_threads=1)
+    if library is not None:
+        so.register_custom_ops_library(library)
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     binding = sess.io_binding()
     for name, key in zip(("go", "x", "t"), spec.INPUT_NAMES, strict=True):
@@ -219,6 +241,7 @@ class Cell:
     torch: float
     iree: float
     triad: float
+    prebuilt: float = float("nan")
 
     @property
     def rate(self) -> float:
@@ -319,6 +342,18 @@ def reasons(cell: Cell, cells: list[Cell]) -> list[str]:
     return found
 
 
+def report_prebuilt(cells: list[Cell]) -> None:
+    """The prebuilt library against the JIT build where the goal applies."""
+    judged = [c for c in cells if c.log2n >= TRIAD_GOAL_FROM]
+    ratios = [c.prebuilt / c.native for c in judged]
+    within = sum(1 for r in ratios if r <= PREBUILT_GOAL)
+    if ratios:
+        print(
+            f"\nprebuilt / JIT at >= 2^{TRIAD_GOAL_FROM}: within {PREBUILT_GOAL:.2f} in {within} "
+            f"of {len(ratios)} cells; ratios {min(ratios):.2f} to {max(ratios):.2f}"
+        )
+
+
 def report_reasons(cells: list[Cell]) -> None:
     """One line per goal not met, with its reason."""
     lines = [
@@ -335,13 +370,14 @@ def iree_runner(op: str, inputs: dict[str, np.ndarray], form: str, config: objec
     """IREE (local-task) running the same signature, compiled once (cached)."""
     import iree.runtime as rt
 
-    from lossgrad_compiler.backends.iree import compile_signatures
+    from lossgrad_compiler.backends.iree import compile_module
+    from lossgrad_compiler.frontend.lowering import lower_signatures
     from lossgrad_compiler.frontend.signature import signature_of
 
     infos = {k: spec.TensorInfo(v.dtype, v.shape) for k, v in inputs.items()}
     sig = signature_of(spec.validate(op, infos, attrs_for(op, form)))
     context = rt.SystemContext(config=config)
-    path = compile_signatures([sig])
+    path = compile_module(lower_signatures([sig]))
     context.add_vm_module(rt.VmModule.mmap(config.vm_instance, str(path)))  # type: ignore[attr-defined]
     function = context.modules.module[sig.id]
     args = [rt.asdevicearray(config.device, inputs[n]) for n in spec.INPUT_NAMES]  # type: ignore[attr-defined]
@@ -381,8 +417,17 @@ def mul_runner(n: int, dtype: np.dtype, threads: int):
     return lambda: sess.run_with_iobinding(binding)
 
 
-def measure_cell(op: str, log2n: int, type_name: str, form: str, threads: int, iree: object):
-    """One cell: native, function path, PyTorch, IREE and the triad, taking turns."""
+def measure_cell(
+    op: str,
+    log2n: int,
+    type_name: str,
+    form: str,
+    threads: int,
+    iree: object,
+    prebuilt: str | None = None,
+):
+    """One cell: native, function path, PyTorch, IREE, the triad and, with `prebuilt`, that
+    library, taking turns."""
     n = 1 << log2n
     dtype = spec.float_type(type_name).dtype
     inputs = make_inputs(op, n, dtype, form=form)
@@ -392,6 +437,8 @@ def measure_cell(op: str, log2n: int, type_name: str, form: str, threads: int, i
         "function": ort_runner(model, inputs, threads, native=False),
         "triad": triad_runner(n, threads),
     }
+    if prebuilt is not None:
+        runners["prebuilt"] = ort_runner(model, inputs, threads, False, library=prebuilt)
     torch_run = torch_runner(op, inputs, threads)
     if torch_run:
         runners["torch"] = torch_run
@@ -406,29 +453,51 @@ def measure_cell(op: str, log2n: int, type_name: str, form: str, threads: int, i
         torch=times.get("torch", nan),
         iree=times.get("iree", nan),
         triad=times["triad"],
+        prebuilt=times.get("prebuilt", nan),
     )  # fmt: skip
 
 
-def measure_child(cases: list[tuple[str, int, str, str]], threads: int) -> None:
+def prebuilt_for_this_cpu() -> str:
+    """The installed prebuilt library for this CPU, else the one built here as the wheel
+    build does (cached: a copy once built)."""
+    if prebuilt_present():
+        return str(prebuilt_library())
+    folder = cache_root() / "ort" / "bench-prebuilt"
+    build_prebuilt(kernel_library_source(), folder, toolchain())
+    return str(prebuilt_library(folder))
+
+
+def measure_child(
+    cases: list[tuple[str, int, str, str]], threads: int, prebuilt: str | None = None
+) -> None:
     """Child process for one thread count: each cell's times as one JSON line, as measured."""
     iree = iree_config(threads)
     for op, log2n, type_name, form in cases:
-        cell = measure_cell(op, log2n, type_name, form, threads, iree)
+        cell = measure_cell(op, log2n, type_name, form, threads, iree, prebuilt)
         print(json.dumps(dataclasses.asdict(cell)), flush=True)
 
 
 def measure(
-    ops: list[str], sizes: list[int], types: list[str], forms: list[str], threads: list[int]
+    ops: list[str],
+    sizes: list[int],
+    types: list[str],
+    forms: list[str],
+    threads: list[int],
+    prebuilt: str | None = None,
 ) -> list[Cell]:
     header = (
         f"{'op':22} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} {'function':>9} "
         f"{'torch':>8} {'iree':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} {'triad':>5} "
         f"{'torch':>5} {'iree':>5}"
     )
+    if prebuilt is not None:
+        header += f" {'prebuilt':>8} {'pre/jit':>7}"
     print(
         f"onnxruntime {ort.__version__}; times in ms (minimum of interleaved runs, the triad "
         "beside each cell); goals:"
     )
+    if prebuilt is not None:
+        print(f"prebuilt: {prebuilt}")
     print(header)
     print("-" * len(header))
     cells: list[Cell] = []
@@ -437,6 +506,8 @@ def measure(
             (o, n, t, f) for n in sizes for t in types for f in forms for o in ops
         ]  # fmt: skip
         command = [sys.executable, __file__, "--child", str(thr), json.dumps(cases)]
+        if prebuilt is not None:
+            command += ["--prebuilt-library", prebuilt]
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
             assert child.stdout is not None
             for line in child.stdout:
@@ -448,7 +519,12 @@ def measure(
                     f"{cell.op:22} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
                     f"{thr:>3} {cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
                     f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {cell.triad * 1e3:7.3f} "
-                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}",
+                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}"
+                    + (
+                        f" {cell.prebuilt * 1e3:8.3f} {cell.prebuilt / cell.native:7.2f}"
+                        if prebuilt is not None
+                        else ""
+                    ),
                     flush=True,
                 )
         if child.returncode != 0:
@@ -528,17 +604,27 @@ def main() -> None:
     parser.add_argument("--forms", nargs="+", choices=FORMS, help="grad_output forms")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--plot", type=Path, help="write the GB/s picture here (matplotlib)")
+    parser.add_argument(
+        "--prebuilt",
+        action="store_true",
+        help="also time the prebuilt library for this CPU, against the JIT build",
+    )
+    parser.add_argument("--prebuilt-library", help=argparse.SUPPRESS)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("cases", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        measure_child([tuple(c) for c in json.loads(args.cases)], args.child)  # type: ignore[misc]
+        cases = [tuple(c) for c in json.loads(args.cases)]
+        measure_child(cases, args.child, args.prebuilt_library)  # type: ignore[arg-type]
         return
     quick = args.quick
     sizes = args.sizes or ([16, 20] if quick else [16, 20, 22, 24])
     types = args.types or (["float32"] if quick else ["float32", "float16", "bfloat16"])
     forms = args.forms or (["0-d"] if quick else list(FORMS))
-    cells = measure(args.ops, sizes, types, forms, args.threads)
+    prebuilt = prebuilt_for_this_cpu() if args.prebuilt else None
+    cells = measure(args.ops, sizes, types, forms, args.threads, prebuilt)
+    if prebuilt is not None:
+        report_prebuilt(cells)
     report_reasons(cells)
     overhead(args.ops)
     if args.plot:

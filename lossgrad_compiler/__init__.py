@@ -6,7 +6,9 @@ from typing import Any
 
 from lossgrad_compiler.errors import LossGradError
 
-__all__ = ["LossGradError", "compile_model", "fuse"]
+__version__ = "0.1.0"
+
+__all__ = ["LossGradError", "__version__", "compile_model", "fuse"]
 
 
 def __getattr__(name: str) -> Any:

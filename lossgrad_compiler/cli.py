@@ -1,10 +1,12 @@
 """lossgrad-compile: compile the ai.lossgrad nodes of an ONNX model.
 
-    lossgrad-compile IN.onnx -o OUT.onnx [--target onnx|ort] [--mode functions|inline]
-    lossgrad-compile IN.onnx -o DIR --target ascendc [--soc ascend910b]
-    lossgrad-compile IN.onnx -o DIR --target ascendnpu-ir [--soc ascend910b]
-    lossgrad-compile IN.onnx -o OUT.vmfb --target iree [--iree-backend llvm-cpu|cuda|rocm|vulkan]
+    lossgrad-compile IN.onnx -o OUT [--target NAME] [the target's options]
     lossgrad-compile IN.onnx -o OUT.onnx --fuse-only
+
+The targets, their options (flags, choices, defaults) and the help text come from the target
+registry (lossgrad_compiler.targets: the entry-point group `lossgrad_compiler.targets`), so a
+target another package registers is reached like the built-in ones (docs/cli.md). What `-o`
+means follows what the target produces: a model or a module file, or a directory.
 
 --fuse first replaces the standard-ONNX subgraphs that compute one of the three gradients
 (as exporters write them) by ai.lossgrad nodes (lossgrad_compiler.fuse), then compiles;
@@ -17,7 +19,7 @@ with 2. The input file and its external data are only read.
 
 `-o` (see output_files.py): a regular file is replaced atomically; a symbolic link is
 followed; an existing directory or a path ending in '/' receives DIR/<input file name>, as
-with `cp`; a FIFO or character device receives the model's bytes (--target onnx only); a
+with `cp`; a FIFO or character device receives the bytes (where the target allows it); a
 model with external data gets it beside the output as <output name>.data (model_files.py)."""
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import onnx
 
+from lossgrad_compiler import __version__, spec
 from lossgrad_compiler.model_files import data_destination, external_files, write_model
 from lossgrad_compiler.onnx.tensors import external_tensors
 from lossgrad_compiler.output_files import (
@@ -43,60 +47,98 @@ from lossgrad_compiler.output_files import (
     file_kind,
     write_bytes,
 )
+from lossgrad_compiler.targets import (
+    ENTRY_POINT_GROUP,
+    Option,
+    Produces,
+    Registered,
+    Target,
+    get_target,
+    registered,
+)
 
 PROG = "lossgrad-compile"
-DEFAULT_SOC = "ascend910b"
+DEFAULT_TARGET = "onnx"
 PROGRESS_MIN_NODES = 1000  # below this a compile takes well under a second: no bar
-ASCEND_TARGETS = ("ascendc", "ascendnpu-ir")  # they write directories and take --soc
 
 
-class Unavailable(Exception):
-    """A target whose implementation is not part of this installation."""
+@dataclass(frozen=True)
+class CliOption:
+    """One target option flag, shared by every target that declares it (by flag)."""
+
+    flag: str
+    dest: str
+    declared: dict[str, Option]  # target name -> its declaration
+
+    @property
+    def first(self) -> Option:
+        return next(iter(self.declared.values()))
+
+    def help(self) -> str:
+        names = list(self.declared)
+        defaults = {str(o.default) for o in self.declared.values() if o.default not in (None, "")}
+        default = f"; default: {defaults.pop()}" if len(defaults) == 1 else ""
+        return f"{self.first.help} (--target {_listed(names)}{default})"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def target_options(entries: Sequence[Registered]) -> dict[str, CliOption]:
+    """Every option flag of every registered target, by flag."""
+    found: dict[str, CliOption] = {}
+    for entry in entries:
+        if entry.target is None:
+            continue
+        for option in entry.target.options:
+            flag = option.cli_flag
+            dest = "option_" + flag.lstrip("-").replace("-", "_")
+            found.setdefault(flag, CliOption(flag, dest, {})).declared[entry.name] = option
+    return found
+
+
+def build_parser(entries: Sequence[Registered] | None = None) -> argparse.ArgumentParser:
+    """The parser; its --target choices, the target options and the help come from the
+    target registry (lossgrad_compiler.targets)."""
+    entries = registered() if entries is None else entries
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Compile the ai.lossgrad nodes (KlDivBackward, KlDivTargetBackward, "
-        "SmoothL1LossBackward) of an ONNX model.",
+        description="Compile the ai.lossgrad nodes ("
+        + ", ".join(spec.OPERATORS)
+        + ") of an ONNX model.",
+        epilog="targets: "
+        + "; ".join(f"{e.name}: {_description(e)}" for e in entries)
+        + ". Third-party packages add targets through the entry-point group "
+        f"'{ENTRY_POINT_GROUP}'.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("input", type=Path, help="the ONNX model to compile (only read)")
     parser.add_argument(
         "-o",
         "--output",
         required=True,
-        help="output model; an existing directory or a path ending in '/' receives "
-        "DIR/<input file name>; a FIFO or device receives the model's bytes (--target onnx); "
-        "a project directory for --target ascendc",
+        help="where the target writes: a model or module file (an existing directory or a "
+        "path ending in '/' receives DIR/<input file name>; a FIFO or device receives the "
+        "bytes where the target allows it), or a directory for targets that write one",
     )
     parser.add_argument(
         "--target",
-        choices=("onnx", "ort", "ascendc", "iree", "ascendnpu-ir"),
-        default="onnx",
-        help="onnx: standard ONNX; ort: the functions model plus the native kernel library "
-        "beside it; ascendc: a CANN custom-operator project; iree: the whole model as one "
-        "IREE module (.vmfb); ascendnpu-ir: per signature, the HFusion form, its HIVM IR "
-        "from AscendNPU IR's bishengir-opt and the bishengir-compile command (default: onnx)",
+        choices=[e.name for e in entries],
+        default=DEFAULT_TARGET,
+        help=f"what to compile for (default: {DEFAULT_TARGET}); see 'targets' below",
     )
-    parser.add_argument(
-        "--mode",
-        choices=("functions", "inline"),
-        help="functions: keep the nodes, add one model-local function per signature; "
-        "inline: replace each node by standard nodes (default: functions; onnx and ort only)",
-    )
-    parser.add_argument(
-        "--soc", help=f"Ascend SoC for --target ascendc and ascendnpu-ir (default: {DEFAULT_SOC})"
-    )
-    parser.add_argument(
-        "--iree-backend",
-        choices=("llvm-cpu", "cuda", "rocm", "hip", "vulkan"),
-        help="what the IREE module runs on (default: llvm-cpu; hip is rocm)",
-    )
-    parser.add_argument(
-        "--iree-arch",
-        help="the CPU for llvm-cpu (default: host, this machine's; e.g. x86-64-v3 for modules "
-        "to ship) or the GPU architecture (defaults: sm_80, gfx942, rdna3)",
-    )
+    for option in target_options(entries).values():
+        first = option.first
+        choices = [c for o in option.declared.values() for c in (o.choices or ())]
+        parser.add_argument(
+            option.flag,
+            dest=option.dest,
+            type=first.type,
+            choices=list(dict.fromkeys(choices)) or None,
+            metavar=first.metavar or (None if first.choices else first.name.upper()),
+            help=option.help(),
+        )
     parser.add_argument(
         "--fuse",
         action="store_true",
@@ -119,24 +161,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def targets_table_markdown(entries: Sequence[Registered] | None = None) -> str:
+    """The table of docs/cli.md: every registered target, what it writes and its options
+    (a test compares the page with this text)."""
+    entries = registered() if entries is None else entries
+    lines = [
+        "| target | writes | options (default; values) | needs the extra |",
+        "| --- | --- | --- | --- |",
+    ]
+    for entry in entries:
+        if entry.target is None:
+            lines.append(f"| {entry.name} | unavailable: {entry.problem} | | |")
+            continue
+        target = entry.target
+        options = "; ".join(_option_text(o) for o in target.options) or "none"
+        extra = f"`{target.extra}`" if target.extra else "—"
+        lines.append(
+            f"| {entry.name} | a {target.produces.value}: {target.description} | {options} "
+            f"| {extra} |"
+        )
+    return "\n".join(lines)
+
+
+def _option_text(option: Option) -> str:
+    default = "none" if option.default is None else str(option.default)
+    values = f"; {', '.join(map(str, option.choices))}" if option.choices else ""
+    return f"`{option.cli_flag}` ({default}{values})"
+
+
+def _description(entry: Registered) -> str:
+    if entry.target is None:
+        return f"unavailable ({entry.problem})"
+    extra = f" (needs the extra '{entry.target.extra}')" if entry.target.extra else ""
+    return f"{entry.target.description}, a {entry.target.produces.value}{extra}"
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    """The arguments; options that do not apply to the target are usage errors (exit 2)."""
-    parser = build_parser()
+    """The arguments; options that do not apply to the target are usage errors (exit 2).
+    `args.options` holds the target options given, by the target's option names."""
+    entries = registered()
+    parser = build_parser(entries)
     args = parser.parse_args(argv)
     if not args.output:
         parser.error("-o needs a path")
-    if args.target in ASCEND_TARGETS and args.mode is not None:
-        parser.error(f"--mode applies to --target onnx and ort, not to {args.target}")
-    if args.target == "ort" and args.mode == "inline":
-        parser.error("--target ort writes the functions model; drop --mode inline")
-    if args.target not in ASCEND_TARGETS and args.soc is not None:
-        parser.error(f"--soc applies to --target ascendc and ascendnpu-ir, not to {args.target}")
-    if args.target == "iree" and args.mode is not None:
-        parser.error("--mode applies to --target onnx and ort, not to iree")
-    for option in ("iree_backend", "iree_arch"):
-        if args.target != "iree" and getattr(args, option) is not None:
-            flag = "--" + option.replace("_", "-")
-            parser.error(f"{flag} applies to --target iree only, not to {args.target}")
+    args.options = {}
+    for option in target_options(entries).values():
+        value = getattr(args, option.dest)
+        if value is None:
+            continue
+        declared = option.declared.get(args.target)
+        if declared is None:
+            parser.error(
+                f"{option.flag} applies to --target {_listed(list(option.declared))}, "
+                f"not to {args.target}"
+            )
+        if declared.choices is not None and value not in declared.choices:
+            taken = " or ".join(f"{option.flag} {c}" for c in declared.choices)
+            parser.error(f"--target {args.target} takes {taken}; drop {option.flag} {value}")
+        args.options[declared.name] = value
+    args.mode = args.options.get("mode")
     if args.fuse_only and args.target != "onnx":
         parser.error(
             f"--fuse-only writes an ONNX model; it does not apply to --target {args.target}"
@@ -145,8 +228,6 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--fuse-only compiles nothing; drop --mode")
     if args.fuse_reassociate and not (args.fuse or args.fuse_only):
         parser.error("--fuse-reassociate applies to --fuse and --fuse-only")
-    args.mode = args.mode or "functions"
-    args.soc = args.soc or DEFAULT_SOC
     return args
 
 
@@ -168,35 +249,66 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
-    if args.target == "ascendc":
-        return _compile_ascendc(args, project_directory(args.output, args.target))
-    if args.target == "ascendnpu-ir":
-        return _compile_ascendnpu_ir(args, project_directory(args.output, args.target))
-    if args.target == "iree":
-        return _compile_iree(args)
+    target = get_target(args.target)
     # defers xDSL and the compiler: `--help` and usage errors answer without them
     from lossgrad_compiler.driver import compile_model, load_model
 
-    if args.target == "ort":
-        library, prepare = _ort_runtime()
+    if target.produces is Produces.DIRECTORY:
+        out_dir = project_directory(args.output, args.target)
+        source, lines = _fused(load_model(args.input), args)
+        result = _compile(compile_model, source, args)
+        result.artifact.write_directory(out_dir)
+        return [
+            *lines,
+            result.report.summary(),
+            *result.artifact.lines,
+            f"wrote {result.artifact.contents} to {out_dir}",
+        ]
+    if target.produces is Produces.MODULE:
+        path = Path(args.output)
+        if args.output.endswith(("/", os.sep)) or path.is_dir():
+            path = path / (args.input.stem + target.suffix)
+        where = destination(path, streamable=target.streamable, refusal=target.stream_refusal)
+        _refuse_overwriting(where.path, {args.input})
+        source, lines = _fused(load_model(args.input), args)
+        result = _compile(compile_model, source, args)
+        data = result.artifact.data or b""
+        write_bytes(where, data, make_parents=True)
+        return [
+            *lines,
+            result.report.summary(),
+            f"wrote {where.path} ({len(data)} bytes)",
+            *result.artifact.lines,
+        ]
+    return _run_model_target(args, target, compile_model, load_model)
+
+
+def _compile(compile_model: Callable[..., Any], source: onnx.ModelProto, args: argparse.Namespace):
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
+    try:
+        return compile_model(source, target=args.target, progress=bar, **args.options)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _run_model_target(
+    args: argparse.Namespace,
+    target: Target,
+    compile_model: Callable[..., Any],
+    load_model: Callable[..., onnx.ModelProto],
+) -> list[str]:
+    """A target that writes an ONNX model (and maybe files beside it)."""
     where = destination(
         model_output_path(args.output, args.input),
-        streamable=args.target == "onnx",
-        refusal="--target ort also writes the kernel library beside the model; give a file path",
+        streamable=target.streamable,
+        refusal=target.stream_refusal,
     )
     source = load_model(args.input, external_data=False)  # written beside the output
     protected = {args.input, *external_files(source, args.input.parent)}
     _refuse_overwriting(where.path, protected)
     if not where.stream and external_tensors(source):
         _refuse_overwriting(data_destination(where).path, protected)
-    if args.target == "ort":
-        copied = where.path.parent / library.name
-        if where.path.name == library.name or _same_file(where.path, library):
-            raise ValueError(
-                f"the output '{where.path}' is the kernel library's own file name "
-                "(it is copied beside the model); choose another name for the model"
-            )
-        _refuse_overwriting(copied, protected)
     source, lines = _fused(source, args)
     if args.fuse_only:
         data = write_model(source, where, args.input.parent, make_parents=True)
@@ -204,26 +316,28 @@ def run(args: argparse.Namespace) -> list[str]:
         if data is not None:
             lines.append(f"wrote its external data to {data.path}")
         return lines
-    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
-    try:
-        result = compile_model(source, target=args.target, mode=args.mode, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
-    model = prepare(result.model) if args.target == "ort" else result.model
-    data = write_model(model, where, args.input.parent, make_parents=True)
+    result = _compile(compile_model, source, args)
+    artifact = result.artifact
+    copies = {role: where.path.parent / path.name for role, path in artifact.companions.items()}
+    for role, path in artifact.companions.items():
+        if where.path.name == path.name or _same_file(where.path, path):
+            raise ValueError(
+                f"the output '{where.path}' is the {role}'s own file name (it is copied "
+                "beside the model); choose another name for the model"
+            )
+        _refuse_overwriting(copies[role], protected)
+    data = write_model(artifact.model, where, args.input.parent, make_parents=True)
     lines += [result.report.summary(), f"wrote {where.path}"]
     if data is not None:
         lines.append(f"wrote its external data to {data.path}")
-    if args.target == "ort":
-        if not _same_file(library, copied):
-            copy_file(library, copied)
-        lines += [
-            f"copied the kernel library to {copied}",
-            "load it with: so = onnxruntime.SessionOptions(); "
-            f"so.register_custom_ops_library('{copied}')",
-        ]
-    return lines
+    for role, path in artifact.companions.items():
+        if not _same_file(path, copies[role]):
+            copy_file(path, copies[role])
+        note = f" ({artifact.notes[role]})" if role in artifact.notes else ""
+        lines.append(f"copied the {role}{note} to {copies[role]}")
+    if artifact.hint is not None:
+        lines += artifact.hint(copies)
+    return [*lines, *artifact.lines]
 
 
 def _fused(model: onnx.ModelProto, args: argparse.Namespace) -> tuple[onnx.ModelProto, list[str]]:
@@ -245,8 +359,8 @@ def model_output_path(output: str, source: Path) -> Path:
     return path
 
 
-def project_directory(output: str, target: str = "ascendc") -> Path:
-    """`-o` for --target ascendc and ascendnpu-ir: a directory (a link to one is followed), or
+def project_directory(output: str, target: str) -> Path:
+    """`-o` for a target that writes a directory: a directory (a link to one is followed), or
     a new path."""
     path = Path(output)
     try:
@@ -271,104 +385,6 @@ def _refuse_overwriting(path: Path, protected: set[Path]) -> None:
     for kept in protected:
         if _same_file(kept, path):
             raise ValueError(f"the output '{path}' would overwrite the input '{kept}'")
-
-
-def _ort_runtime() -> tuple[Path, Callable[[onnx.ModelProto], onnx.ModelProto]]:
-    """The built kernel library and the runtime's model preparation (which checks every node
-    and gives it its function, the fallback where the library is not registered)."""
-    try:  # defers onnxruntime and the kernel build, which only `--target ort` needs
-        from lossgrad_compiler.runtime.ort import library_path, prepare_model
-    except ImportError as err:
-        raise Unavailable(f"target 'ort' is unavailable in this installation ({err})") from None
-    return Path(library_path()), prepare_model
-
-
-def _compile_ascendc(args: argparse.Namespace, out_dir: Path) -> list[str]:
-    try:  # defers the Ascend C backend, which only `--target ascendc` needs
-        from lossgrad_compiler.backends.ascendc import emit_project
-    except ImportError as err:
-        raise Unavailable(f"target 'ascendc' is unavailable in this installation ({err})") from None
-    # defers xDSL and the compiler: `--help` and usage errors answer without them
-    from lossgrad_compiler.driver import load_model, lower_model
-
-    soc = args.soc
-    source, lines = _fused(load_model(args.input), args)
-    start = time.perf_counter()
-    imported, module = lower_model(source)
-    emit_project(module, out_dir, soc=soc)
-    seconds = time.perf_counter() - start
-    per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
-    return [
-        *lines,
-        f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
-        f"distinct signatures; target ascendc ({soc}); {seconds:.3f} s",
-        f"wrote the project to {out_dir}",
-    ]
-
-
-def _compile_ascendnpu_ir(args: argparse.Namespace, out_dir: Path) -> list[str]:
-    try:  # defers the AscendNPU IR backend, which only `--target ascendnpu-ir` needs
-        from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget, tool, write_outputs
-    except ImportError as err:
-        raise Unavailable(
-            f"target 'ascendnpu-ir' is unavailable in this installation ({err})"
-        ) from None
-    # defers xDSL and the compiler: `--help` and usage errors answer without them
-    from lossgrad_compiler.driver import import_checked, load_model
-
-    target = AscendNpuIrTarget(args.soc)
-    tool("bishengir-opt")  # before any work: one line naming the extra if it is missing
-    source, lines = _fused(load_model(args.input), args)
-    start = time.perf_counter()
-    imported = import_checked(source)
-    summaries = write_outputs(imported.signatures.values(), out_dir, target)
-    seconds = time.perf_counter() - start
-    per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
-    kernels = sum(len(s["kernels"]) for s in summaries)
-    vector_ops = sum(k["vector_op_count"] for s in summaries for k in s["kernels"])
-    return [
-        *lines,
-        f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
-        f"distinct signatures; target ascendnpu-ir ({args.soc}, {target.device}, block dim "
-        f"{target.block_dim}); {seconds:.3f} s",
-        f"bishengir-opt outlined {kernels} device kernels with {vector_ops} HIVM vector ops",
-        f"wrote the HFusion form, HIVM IR, bishengir-compile command and summary of each "
-        f"signature to {out_dir}",
-    ]
-
-
-def _compile_iree(args: argparse.Namespace) -> list[str]:
-    try:  # defers IREE's compiler, which only `--target iree` needs
-        from lossgrad_compiler.backends.iree import IreeTarget, compile_whole_model
-    except ImportError as err:
-        raise Unavailable(f"target 'iree' is unavailable in this installation ({err})") from None
-    # defers xDSL and the compiler: `--help` and usage errors answer without them
-    from lossgrad_compiler.driver import load_model
-
-    backend = args.iree_backend or "llvm-cpu"
-    if backend == "llvm-cpu":
-        target = IreeTarget(backend, cpu=args.iree_arch or "host")
-    else:
-        target = IreeTarget(backend, gpu=args.iree_arch)
-    path = Path(args.output)
-    if args.output.endswith(("/", os.sep)) or path.is_dir():
-        path = path / (args.input.stem + ".vmfb")
-    where = destination(path, streamable=True)
-    _refuse_overwriting(where.path, {args.input})
-    source, lines = _fused(load_model(args.input), args)
-    start = time.perf_counter()
-    vmfb, compiled = compile_whole_model(source, target)
-    seconds = time.perf_counter() - start
-    write_bytes(where, vmfb, make_parents=True)
-    imported = compiled.imported
-    per_op = ", ".join(f"{k} {v}" for k, v in imported.nodes_per_operator().items())
-    return [
-        *lines,
-        f"{len(imported.sites)} ai.lossgrad nodes ({per_op}); {len(imported.signatures)} "
-        f"distinct signatures; target iree ({target.backend}); {seconds:.3f} s",
-        f"wrote {where.path} ({len(vmfb)} bytes)",
-        f"function: {compiled.interface.text()}",
-    ]
 
 
 def copy_file(source: Path, target: Path) -> None:

@@ -1,44 +1,47 @@
-"""compile_model: ONNX model → frontend → lower-lossgrad → ONNX backend, by signature.
+"""compile_model: ONNX model → frontend → lower-lossgrad → a target, by signature.
 
-Nodes that share a signature share one compiled body, and compiled bodies are cached in the
-process, so a model with 10,000 identical nodes compiles one signature (and a second model
-with the same signatures compiles none)."""
+The one pipeline: the model is loaded, checked and imported, its signatures are lowered
+once (frontend.lowering's per-signature cache, shared by every target), and the level-2
+module goes to the target chosen by name from the registry (lossgrad_compiler.targets).
+Nodes that share a signature share one lowered function, so a model with 10,000 identical
+nodes lowers one signature (and a second model with the same signatures lowers none)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto
 from onnx.checker import ValidationError
 from onnx.external_data_helper import load_external_data_for_tensor
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.onnx.functions import apply_functions
-from lossgrad_compiler.backends.onnx.inline import apply_inline
-from lossgrad_compiler.backends.onnx.translator import TranslatedFunction, translate_function
-from lossgrad_compiler.frontend import ImportedModel, Signature, import_model, lower_signatures
+from lossgrad_compiler.frontend import ImportedModel, import_model
+from lossgrad_compiler.frontend.lowering import clear_lowering_cache, lower, lower_signatures
 from lossgrad_compiler.onnx.graphs import count_domain_nodes
 from lossgrad_compiler.onnx.structure import structural_problem
 from lossgrad_compiler.onnx.tensors import external_tensors
-
-TARGETS = ("onnx", "ort")
-MODES = ("functions", "inline")
+from lossgrad_compiler.targets import (
+    Artifact,
+    Compilation,
+    TargetOptionError,
+    UnknownTargetError,
+    get_target,
+    registered,
+)
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): phase is "import" or "rewrite"."""
 
-_COMPILED: dict[str, TranslatedFunction] = {}
-
 
 class CompileError(ValueError):
-    """A model or request the compiler cannot take (not ONNX, unknown target or mode)."""
+    """A model or request the compiler cannot take (not ONNX, unknown target or option)."""
 
 
 @dataclass
@@ -46,30 +49,44 @@ class CompileReport:
     """What a compilation did: for the CLI's summary and for tests."""
 
     target: str
-    mode: str
+    options: dict[str, Any]
     nodes_per_operator: dict[str, int]
     signatures: list[str] = field(default_factory=list)
-    compiled: list[str] = field(default_factory=list)  # signature ids compiled by this call
+    compiled: list[str] = field(default_factory=list)  # signature ids lowered by this call
     cached: list[str] = field(default_factory=list)  # signature ids found in the cache
     seconds: float = 0.0
+    detail: str = ""  # the target's part of the summary: ", mode functions", " (ascend910b)"
 
     @property
     def nodes(self) -> int:
         return sum(self.nodes_per_operator.values())
+
+    @property
+    def mode(self) -> str | None:
+        return self.options.get("mode")
 
     def summary(self) -> str:
         per_op = ", ".join(f"{name} {count}" for name, count in self.nodes_per_operator.items())
         return (
             f"{self.nodes} ai.lossgrad nodes ({per_op}); {len(self.signatures)} distinct "
             f"signatures: {len(self.compiled)} compiled, {len(self.cached)} from the cache; "
-            f"target {self.target}, mode {self.mode}; {self.seconds:.3f} s"
+            f"target {self.target}{self.detail}; {self.seconds:.3f} s"
         )
 
 
 @dataclass
 class CompileResult:
-    model: ModelProto
+    """The target's artifact and the report. `model` is the compiled model of a target that
+    produces one (onnx, ort)."""
+
+    artifact: Artifact
     report: CompileReport
+
+    @property
+    def model(self) -> ModelProto:
+        if self.artifact.model is None:
+            raise CompileError(f"target '{self.report.target}' produces no ONNX model")
+        return self.artifact.model
 
 
 def load_model(
@@ -128,45 +145,44 @@ def check_structure(model: ModelProto) -> None:
 def compile_model(
     model: ModelProto | bytes | str | Path,
     target: str = "onnx",
-    mode: str = "functions",
     progress: Progress | None = None,
+    **options: Any,
 ) -> CompileResult:
-    """Compile every ai.lossgrad node of `model` (left unmodified) to standard ONNX.
-
-    `target` "onnx" (or "ort", whose model is the same `functions` model that the native
-    kernel library accelerates); `mode` "functions" keeps the nodes and adds one model-local
-    function per signature, "inline" replaces each node by its standard nodes. Invalid nodes
-    and an ai.lossgrad opset import of another version than 1 raise LossGradError (naming
-    the node); a file that is not ONNX, or not valid ONNX, raises CompileError."""
-    if target not in TARGETS:
-        raise CompileError(f"unknown target '{target}' (compile_model knows {', '.join(TARGETS)})")
-    if mode not in MODES:
-        raise CompileError(f"unknown mode '{mode}' (one of {', '.join(MODES)})")
-    if target == "ort" and mode != "functions":
-        raise CompileError("target 'ort' needs mode 'functions' (the kernels replace the nodes)")
+    """Compile every ai.lossgrad node of `model` (left unmodified) for `target`, any name the
+    registry knows (lossgrad_compiler.targets.target_names(): onnx, ort, ascendc, iree,
+    ascendnpu-ir and those other packages register), with the target's `options` (onnx:
+    `mode` "functions" or "inline"; ascendc and ascendnpu-ir: `soc`; iree: `backend`,
+    `arch`). Invalid nodes and an ai.lossgrad opset import of another version than 1 raise
+    LossGradError (naming the node); a file that is not ONNX, or not valid ONNX, an unknown
+    target or option raises CompileError."""
+    try:
+        chosen = get_target(target)
+        values = chosen.resolve_options(options)
+    except (UnknownTargetError, TargetOptionError) as err:
+        raise CompileError(str(err)) from None
     start = time.perf_counter()
     working = load_model(model)
     check_structure(working)
     imported = _import(working, progress)
-    bodies, compiled, cached = compile_signatures(imported.signatures.values())
-    if mode == "functions":
-        apply_functions(imported, bodies)
-    else:
-        total = len(imported.sites)
-        report = (lambda done: progress("rewrite", done, total)) if progress else None
-        apply_inline(imported, bodies, progress=report)
-        if progress is not None:
-            progress("rewrite", total, total)
+    lowered = lower(imported.signatures.values(), chosen.form)
+    compilation = Compilation(working, imported, lowered.module, chosen.form, values, progress)
+    artifact = chosen.compile(compilation)
+    if artifact.produces is not chosen.produces:
+        raise CompileError(
+            f"target '{target}' declares that it produces a {chosen.produces.value}, "
+            f"its compile returned a {artifact.produces.value}"
+        )
     report = CompileReport(
         target=target,
-        mode=mode,
+        options=values,
         nodes_per_operator=imported.nodes_per_operator(),
         signatures=list(imported.signatures),
-        compiled=compiled,
-        cached=cached,
+        compiled=lowered.compiled,
+        cached=lowered.cached,
         seconds=time.perf_counter() - start,
+        detail=artifact.detail,
     )
-    return CompileResult(working, report)
+    return CompileResult(artifact, report)
 
 
 def _import(model: ModelProto, progress: Progress | None) -> ImportedModel:
@@ -177,22 +193,6 @@ def _import(model: ModelProto, progress: Progress | None) -> ImportedModel:
     return import_model(model, lambda done: progress("import", done, total))
 
 
-def compile_signatures(
-    signatures: Iterable[Signature],
-) -> tuple[dict[str, TranslatedFunction], list[str], list[str]]:
-    """The ONNX body of each signature (from the cache, or lowered and translated now), the
-    ids compiled now and the ids taken from the cache."""
-    signatures = list(signatures)
-    missing = [s for s in signatures if s.id not in _COMPILED]
-    cached = [s.id for s in signatures if s.id in _COMPILED]
-    if missing:
-        for function in lower_signatures(missing).body.block.ops:
-            assert isinstance(function, func.FuncOp)
-            signature = next(s for s in missing if s.id == function.sym_name.data)
-            _COMPILED[signature.id] = translate_function(function)
-    return {s.id: _COMPILED[s.id] for s in signatures}, [s.id for s in missing], cached
-
-
 def import_checked(model: ModelProto | bytes | str | Path) -> ImportedModel:
     """The frontend only: the model's checked nodes and their signatures."""
     working = load_model(model)
@@ -201,11 +201,15 @@ def import_checked(model: ModelProto | bytes | str | Path) -> ImportedModel:
 
 
 def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
-    """The frontend and lower-lossgrad only: the ascendc target starts from here."""
+    """The frontend and lower-lossgrad only: the level 2 every target starts from."""
     imported = import_checked(model)
     return imported, lower_signatures(imported.signatures.values())
 
 
 def clear_cache() -> None:
-    """Forget every compiled signature (for tests and benchmarks of cold compiles)."""
-    _COMPILED.clear()
+    """Forget every lowered and translated signature (for tests and benchmarks of cold
+    compiles)."""
+    clear_lowering_cache()
+    for entry in registered():
+        if entry.target is not None:
+            entry.target.clear_cache()

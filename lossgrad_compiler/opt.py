@@ -39,6 +39,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.utils.lexer import Input, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from lossgrad_compiler import __version__
 from lossgrad_compiler.dialects import EAGER_DIALECTS
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.output_files import OutputError, OutputFile, destination
@@ -69,7 +70,7 @@ class LossgradOptMain(xDSLOptMain):
     """xDSLOptMain plus the lossgrad_compiler registration table, one-line user errors and
     safe output files."""
 
-    version_format = "lossgrad-opt (xdsl {xdsl_version})"
+    version_format = f"lossgrad-opt {__version__} (xdsl {{xdsl_version}})"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._parsed: list[tuple[dict[Operation, int], Input, int]] = []

@@ -66,8 +66,8 @@ def scale_value(checked: spec.CheckedCall) -> np.floating | None:
     (none, sum, 0-d self under batchmean, and a divisor of 1, where multiplying by 1 would
     change no bit)."""
     c = checked.compute.numpy
-    divisor = spec.reduction_divisor(
-        checked.reduction, _concrete(checked.shapes["self"]), _concrete(checked.broadcast_shape)
+    divisor = spec.divisor_count(
+        checked.divisor, _concrete(checked.shapes["self"]), _concrete(checked.broadcast_shape)
     )
     if divisor is None or divisor == 1:
         return None

@@ -162,6 +162,16 @@ class AttributeSpec:
     doc: str
     choices: tuple[str | int, ...] | None = None  # STRING/INT attributes: the allowed values
     minimum: float | None = None  # FLOAT attributes: inclusive lower bound (NaN is never valid)
+    aclnn_codes: tuple[int, ...] | None = None  # STRING attributes: CANN's integer per choice
+
+    def aclnn_value(self, value: str | int | float) -> int | float:
+        """The value as the aclnn API takes it: a STRING choice as its integer code, an INT
+        as an integer, a FLOAT as a double."""
+        if self.kind is AttrKind.STRING:
+            if self.choices is None or self.aclnn_codes is None:
+                raise ValueError(f"attribute '{self.name}' has no aclnn codes")
+            return self.aclnn_codes[self.choices.index(value)]
+        return int(value) if self.kind is AttrKind.INT else float(value)
 
     def rule(self) -> str:
         """The valid range in words, as used in messages and the README table."""
@@ -208,6 +218,7 @@ def _reduction(choices: Sequence[Reduction]) -> AttributeSpec:
         default=Reduction.MEAN.value,
         doc="How the loss was reduced: " + ", ".join(c.value for c in choices) + ".",
         choices=tuple(c.value for c in choices),
+        aclnn_codes=tuple(c.aclnn_code for c in choices),
     )
 
 
@@ -447,6 +458,7 @@ class CheckedCall:
     broadcast_shape: Shape | None  # B = broadcast(self, target)
     iteration_shape: Shape | None  # the shape the per-element formula runs over
     result_shape: Shape | None
+    divisor: Divisor | None  # what n of the scale 1/n counts; None: nothing is scaled
 
     @property
     def reduction(self) -> Reduction:
@@ -497,6 +509,8 @@ def validate(
     promoted = promote_types(types.values())
     result = shapes[op.differentiates] if op.differentiates else it
     result_type = op.result_type(types)
+    # The one place the rule is applied: every layer reads the resolved divisor from here.
+    divisor = divisor_rule(checked_attrs["reduction"], len(shapes["self"] or ()))
     return CheckedCall(
         op=op,
         types=types,
@@ -508,6 +522,7 @@ def validate(
         broadcast_shape=b,
         iteration_shape=it,
         result_shape=result,
+        divisor=divisor,
     )
 
 
@@ -521,8 +536,9 @@ class Divisor(StrEnum):
 
 def divisor_rule(reduction: Reduction | str, self_rank: int) -> Divisor | None:
     """Which n scales a call: numel(B) for mean, self.shape[0] for batchmean; None where
-    nothing is scaled (none, sum, batchmean of a 0-d self). Every backend that computes n
-    at run time, and reduction_divisor below, follow this one rule."""
+    nothing is scaled (none, sum, batchmean of a 0-d self). `validate` applies it once per
+    call (CheckedCall.divisor); lower-lossgrad records the result in level 2
+    (`lossgrad.divisor`), where every backend reads it."""
     reduction = Reduction(reduction)
     if reduction is Reduction.MEAN:
         return Divisor.NUMEL
@@ -531,23 +547,22 @@ def divisor_rule(reduction: Reduction | str, self_rank: int) -> Divisor | None:
     return None
 
 
-def reduction_divisor(
-    reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
+def divisor_count(
+    divisor: Divisor | str | None, self_shape: Sequence[int], b: Sequence[int]
 ) -> int | None:
-    """The n of the scale s = 1/n for concrete shapes (see divisor_rule)."""
-    rule = divisor_rule(reduction, len(self_shape))
-    if rule is Divisor.NUMEL:
+    """The n of a resolved divisor for concrete shapes (None: nothing is scaled)."""
+    if divisor is None:
+        return None
+    if Divisor(divisor) is Divisor.NUMEL:
         return math.prod(b)
-    if rule is Divisor.BATCH:
-        return self_shape[0]
-    return None
+    return self_shape[0]
 
 
-def reduction_scale(
-    reduction: Reduction | str, self_shape: Sequence[int], b: Sequence[int]
+def divisor_scale(
+    divisor: Divisor | str | None, self_shape: Sequence[int], b: Sequence[int]
 ) -> float:
-    """The scale s for concrete shapes (inf when the divisor is 0: nothing is scaled)."""
-    n = reduction_divisor(reduction, self_shape, b)
+    """The scale s = 1/n for concrete shapes (inf when n is 0: nothing is scaled)."""
+    n = divisor_count(divisor, self_shape, b)
     if n is None:
         return 1.0
     return math.inf if n == 0 else 1.0 / n

@@ -3,7 +3,7 @@
 Pure shape logic, no IR: which loop feeds each operand dimension (or the constant 0 of a
 broadcast 1), which loops are summed away, where the dynamic sizes of the output and the
 element count of the reduction scale are read from. One plan serves every op with the same
-shapes and reduction, so the pass computes it once per signature.
+shapes and divisor, so the pass computes it once per signature.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class ScaleCount:
 
 @dataclass(frozen=True)
 class LoweringPlan:
-    """Everything about a lowering that depends on shapes and reduction only."""
+    """Everything about a lowering that depends on shapes and the divisor only."""
 
     loops: int  # rank of the iteration space
     input_maps: tuple[IndexMap, IndexMap, IndexMap]  # grad_output, self, target
@@ -74,9 +74,9 @@ def _dynamic_source(
     raise ValueError(f"axis {axis} is dynamic but no operand has a dynamic size there")
 
 
-def _scale_count(reduction: spec.Reduction, shapes: tuple[spec.Shape, ...]) -> ScaleCount | None:
-    rule = spec.divisor_rule(reduction, len(shapes[SELF]))
-    if rule is spec.Divisor.NUMEL:
+def _scale_count(divisor: spec.Divisor | None, shapes: tuple[spec.Shape, ...]) -> ScaleCount | None:
+    """n as a static factor times run-time sizes, for the divisor spec.validate resolved."""
+    if divisor is spec.Divisor.NUMEL:
         b = spec.broadcast_shapes("", [("self", shapes[SELF]), ("target", shapes[TARGET])])
         factor = 1
         dynamic: list[DimSource] = []
@@ -86,7 +86,7 @@ def _scale_count(reduction: spec.Reduction, shapes: tuple[spec.Shape, ...]) -> S
             else:
                 dynamic.append(_dynamic_source(axis, len(b), shapes, (SELF, TARGET)))
         return ScaleCount(factor, tuple(dynamic))
-    if rule is spec.Divisor.BATCH:
+    if divisor is spec.Divisor.BATCH:
         first = shapes[SELF][0]
         return ScaleCount(1, ((SELF, 0),)) if first is None else ScaleCount(first, ())
     return None
@@ -96,7 +96,7 @@ def _scale_count(reduction: spec.Reduction, shapes: tuple[spec.Shape, ...]) -> S
 def plan_lowering(
     op_type: str,
     shapes: tuple[spec.Shape, spec.Shape, spec.Shape],
-    reduction: spec.Reduction,
+    divisor: spec.Divisor | None,
 ) -> LoweringPlan:
     """The plan for a validated call (shapes in grad_output, self, target order; None =
     dynamic)."""
@@ -128,5 +128,5 @@ def plan_lowering(
         reduction_loops=tuple(i not in present for i in range(loops)),
         output_shape=tuple(output_shape),
         output_dim_sources=sources,
-        scale=_scale_count(reduction, shapes),
+        scale=_scale_count(divisor, shapes),
     )

@@ -15,7 +15,9 @@ replaces the elementwise `linalg.generic` (and the narrowing one after a sum) by
 * a result summed over broadcast dimensions: `linalg.reduce` (addf from the fill's constant)
   over the reduction loops, `tensor.expand_shape` back to the operand's broadcast 1s (a
   `linalg.broadcast` of the one element when all its dimensions are 1s), then the narrowing
-  `hfusion.cast`.
+  `hfusion.cast`, or, for a sum with no narrowing, `max(sum, sum)`: the same numbers, and
+  what keeps AscendNPU IR 1.2.0's reduction schedule from summing into a buffer it never
+  initialised (see `Shapes._not_returned_as_reduced`).
 
 The function keeps its name, arguments, results, the lossgrad.* attributes and the scale's
 scalar ops, and gains `hacc.entry` and `hacc.function_kind = #hacc.function_kind<HOST>`.
@@ -52,7 +54,9 @@ from lossgrad_compiler import level2, spec
 from lossgrad_compiler.dialects.hfusion import (
     HACC_ENTRY,
     HACC_FUNCTION_KIND,
+    BinaryFn,
     CastOp,
+    ElemwiseBinaryOp,
     FunctionKind,
     FunctionKindAttr,
 )
@@ -292,6 +296,23 @@ class Shapes:
         out = self.empty(self.f.main.output.index_map, element)
         return self.builder.insert(CastOp(value, out)).results[0]
 
+    def _not_returned_as_reduced(self, summed: SSAValue, kept: Loops) -> SSAValue:
+        """A sum that no narrowing cast follows, passed through `max(s, s)`, which is `s` for
+        every float (NaN, ±0 and ±inf too) and one vector max per result element. Returned
+        straight from the `linalg.reduce`, AscendNPU IR 1.2.0's reduction schedule (fusion
+        kind ANY_PBR) drops the fill of the reduction's init and reduces the tiles' partial
+        sums into a buffer nothing wrote; with the max (or a narrowing cast) between the
+        reduce and the return it keeps the fill. What else was tried: bishengir folds `s * 1`
+        and `s + 0` away (the defect stays), `s * fill(1)` still sums into the unwritten
+        buffer, a `linalg.copy` fails its input/output caching, and an f32-to-f32
+        `hfusion.cast` keeps the fill but becomes a `vcast` with a rounding mode, whose
+        effect on the device could not be checked here."""
+        if self.f.narrowing is not None:
+            return summed
+        out = self.empty(kept, summed.type.get_element_type())  # type: ignore[attr-defined]
+        op = ElemwiseBinaryOp(summed, summed, out, BinaryFn.MAX_SIGNED)
+        return self.builder.insert(op).results[0]
+
     def _sum(self, value: SSAValue, compute: Attribute) -> SSAValue:
         """`linalg.reduce` over the reduction loops, reshaped to the output's broadcast 1s."""
         main = self.f.main
@@ -312,7 +333,7 @@ class Shapes:
         )
         body.add_ops([add, YieldOp(add.result)])
         op = ReduceOp(value, init, DenseArrayBase.from_list(i64, reduced), Region(body))
-        summed = self.builder.insert(op).results[0]
+        summed = self._not_returned_as_reduced(self.builder.insert(op).results[0], kept)
         if len(kept) == len(output_map):
             return summed
         if not kept:

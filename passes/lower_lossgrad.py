@@ -147,7 +147,7 @@ class OpLowering:
         self.operands = (op.grad_output, op.self_, op.target)
         self.checked = op.check()
         shapes = tuple(self.checked.shapes[n] for n in spec.INPUT_NAMES)
-        self.plan: LoweringPlan = plan_lowering(op.SPEC.name, shapes, self.checked.reduction)
+        self.plan: LoweringPlan = plan_lowering(op.SPEC.name, shapes, self.checked.divisor)
         self.compute = self.checked.compute
         self.compute_type = MLIR_FLOAT_TYPES[self.compute.mlir]
         self.ops: list[Operation] = []
@@ -320,7 +320,9 @@ def mark_functions(module: ModuleOp) -> dict[func.FuncOp, LossGradOp]:
         ops = [op for op in function.walk() if isinstance(op, LossGradOp)]
         if len(ops) == 1:
             checked = ops[0].check()
-            function.attributes.update(level2.identity_attributes(checked.op, checked.attrs))
+            function.attributes.update(
+                level2.identity_attributes(checked.op, checked.attrs, checked.divisor)
+            )
             marked[function] = ops[0]
     return marked
 
@@ -330,7 +332,7 @@ def runtime_parameter_names(op: LossGradOp) -> list[str]:
     attribute whose value the lowered body reads (SmoothL1's beta when beta > 0 in C)."""
     checked = op.check()
     names = []
-    if spec.divisor_rule(checked.reduction, len(checked.shapes["self"] or ())) is not None:
+    if checked.divisor is not None:
         names.append(level2.PARAMETER_N)
     for a in checked.op.attributes:
         value = checked.attrs[a.name]

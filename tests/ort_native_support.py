@@ -1,8 +1,13 @@
 """Shared helpers of the native ORT kernel tests: single-node models and sessions that use
-the built kernel library (tests skip when no compiler or headers are available)."""
+the built kernel library (tests skip when no compiler or headers are available).
+
+With LOSSGRAD_TEST_ORT_LIBRARY=<path> the tests run another build of the library (a
+prebuilt level, tests/test_ort_prebuilt.py): native_library() and the runtime's
+library_path() both return that path."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from typing import Any
 
@@ -14,10 +19,17 @@ from onnx import ModelProto
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, toolchain
+from lossgrad_compiler.runtime import ort as runtime_ort
 from lossgrad_compiler.runtime.ort import library_path
 from lossgrad_compiler.runtime.ort_io import run_session
 
 FEED_NAMES = ("go", "x", "t")
+ENV_LIBRARY = "LOSSGRAD_TEST_ORT_LIBRARY"
+
+if os.environ.get(ENV_LIBRARY):
+    _library = os.environ[ENV_LIBRARY]
+    runtime_ort.library_path = lambda: _library  # what session() and run_native() load
+    library_path = runtime_ort.library_path
 
 
 def native_library() -> str:
@@ -28,9 +40,8 @@ def native_library() -> str:
         pytest.skip(f"native ORT kernels unavailable: {err}")
 
 
-def builds_vector_log(arch_flags: tuple[str, ...]) -> bool:
-    """Whether the library's compiler with `arch_flags` defines what cxx/vmath.h asks of the
-    float log's vector variant (g++, AVX-512F, FMA)."""
+def build_macros(arch_flags: tuple[str, ...]) -> set[str]:
+    """The macros the library's compiler defines with `arch_flags`."""
     done = subprocess.run(
         [*toolchain().compiler, *arch_flags, "-dM", "-E", "-x", "c++", "-"],
         input="",
@@ -38,7 +49,13 @@ def builds_vector_log(arch_flags: tuple[str, ...]) -> bool:
         text=True,
         check=True,
     )
-    macros = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("#define")}
+    return {line.split()[1] for line in done.stdout.splitlines() if line.startswith("#define")}
+
+
+def builds_vector_log(arch_flags: tuple[str, ...]) -> bool:
+    """Whether the library's compiler with `arch_flags` defines what cxx/vmath.h asks of the
+    float log's vector variant (g++, AVX-512F, FMA)."""
+    macros = build_macros(arch_flags)
     return {"__AVX512F__", "__FMA__", "__GNUC__"} <= macros and "__clang__" not in macros
 
 
@@ -82,10 +99,12 @@ def case_model(case: Any) -> ModelProto:
     )
 
 
-def native_session(model: ModelProto, threads: int = 1) -> ort.InferenceSession:
-    """A session of `model` as it is, with the kernel library registered."""
+def native_session(
+    model: ModelProto, threads: int = 1, library: str | None = None
+) -> ort.InferenceSession:
+    """A session of `model` as it is, with the kernel library (or `library`) registered."""
     so = ort.SessionOptions()
-    so.register_custom_ops_library(native_library())
+    so.register_custom_ops_library(library or native_library())
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3

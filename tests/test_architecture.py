@@ -1,4 +1,4 @@
-"""Imports point one way: spec → dialects → passes → backends → runtime/driver/cli.
+"""Imports point one way: spec → dialects → passes → backends → runtime/targets/driver → cli.
 
 The graph comes from the source (tests/helpers/imports.py): module-level imports between the
 project's modules, `if TYPE_CHECKING:` blocks left out (annotations only). A module may
@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         [
             "lossgrad_compiler.runtime",
             "lossgrad_compiler.torch",
+            "lossgrad_compiler.targets",
             "lossgrad_compiler.driver",
             "lossgrad_compiler.model_files",
             "lossgrad_compiler.output_files",
@@ -73,6 +74,9 @@ def test_imports_point_down_the_layers() -> None:
         ("lossgrad_compiler.backends", "lossgrad_compiler.driver"),
         ("lossgrad_compiler.backends", "lossgrad_compiler.cli"),
         ("lossgrad_compiler.backends", "lossgrad_compiler.runtime"),
+        ("lossgrad_compiler.backends", "lossgrad_compiler.targets"),
+        ("lossgrad_compiler.targets", "lossgrad_compiler.driver"),
+        ("lossgrad_compiler.targets", "lossgrad_compiler.cli"),
     ],
 )
 def test_named_directions(importer: str, forbidden: str) -> None:

@@ -227,17 +227,24 @@ def test_ascendc_target_unavailable_is_one_line(tmp_path: Path, monkeypatch, cap
 
 
 def test_ascendc_target_gets_one_level2_function_per_signature(tmp_path: Path, monkeypatch):
+    """The driver lowers once and hands the level-2 module to the target, which writes
+    the files its backend made under -o."""
+    from lossgrad_compiler.backends.ascendc import project
+
     calls = []
-    fake = types.ModuleType("lossgrad_compiler.backends.ascendc")
-    fake.emit_project = lambda module, out_dir, soc: calls.append(  # type: ignore[attr-defined]
-        (module, out_dir, soc)
-    )
-    monkeypatch.setitem(sys.modules, "lossgrad_compiler.backends.ascendc", fake)
+
+    def emitted(module, soc):
+        calls.append((module, soc))
+        return {"some_signature/build.sh": "#!/bin/sh\n", "some_signature/a.txt": "text"}
+
+    monkeypatch.setattr(project, "emitted_files", emitted)
     source = write(tmp_path / "in.onnx", good_model().SerializeToString())
     out = tmp_path / "proj"
     assert cli.main([str(source), "-o", str(out), "--target", "ascendc", "--soc", "x", "-q"]) == 0
-    ((module, out_dir, soc),) = calls
-    assert (out_dir, soc) == (out, "x")
+    ((module, soc),) = calls
+    assert soc == "x"
+    assert (out / "some_signature" / "a.txt").read_text() == "text"
+    assert os.access(out / "some_signature" / "build.sh", os.X_OK)
     names = [f.sym_name.data for f in module.body.block.ops]
     assert names == [
         "kl_div_backward__f32_f32_f32__0d_dxd_1xd__batchmean_log_target0",

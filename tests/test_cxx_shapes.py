@@ -9,8 +9,8 @@ from pathlib import Path
 from lossgrad_compiler import examples, spec
 from lossgrad_compiler.backends.ascendc import emit_project
 from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_header, lossgrad_shapes_source
-from lossgrad_compiler.backends.ort.library import library_source
 from lossgrad_compiler.driver import lower_model
+from lossgrad_compiler.runtime.ort import kernel_library_source as library_source
 
 
 def test_the_ort_library_compiles_the_shared_checks() -> None:

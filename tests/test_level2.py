@@ -24,6 +24,7 @@ from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID
 from lossgrad_compiler.interpreter import run_function
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import OP_TYPES, Case, mixed_dtype_combinations, standard_cases
+from tests.helpers.divisors import reduction_divisor
 from tests.helpers.modules import case_function
 
 # --------------------------------------------------------------------------- helpers
@@ -109,7 +110,7 @@ def test_the_runtime_parameter_form_computes_the_reference_bit_for_bit() -> None
             if name == level2.PARAMETER_N:
                 b = np.broadcast_shapes(case.inputs["self"].shape, case.inputs["target"].shape)
                 arguments.append(
-                    spec.reduction_divisor(case.attrs["reduction"], case.inputs["self"].shape, b)
+                    reduction_divisor(case.attrs["reduction"], case.inputs["self"].shape, b)
                 )
             else:
                 arguments.append(float(f.attributes[name]))
@@ -130,7 +131,7 @@ def test_one_runtime_parameter_body_serves_every_beta() -> None:
         module = lowered(representative, dynamic=True, runtime_parameters=True)
         (f,) = level2.signature_functions(module)
         b = np.broadcast_shapes(case.inputs["self"].shape, case.inputs["target"].shape)
-        n = spec.reduction_divisor(case.attrs["reduction"], case.inputs["self"].shape, b)
+        n = reduction_divisor(case.attrs["reduction"], case.inputs["self"].shape, b)
         parameters = {"n": n, "beta": case.attrs["beta"]}
         arguments = [case.inputs[name] for name in spec.INPUT_NAMES]
         (got,) = run_function(module, "f", *arguments, *(parameters[p] for p in f.parameters))
@@ -239,8 +240,29 @@ def test_analysis_needs_identity_attributes() -> None:
 
 
 def test_the_scale_must_be_applied_to_grad_output() -> None:
-    text = lowered_text().replace('reduction = "sum"', 'reduction = "mean"')
-    rejected(text, "reduction 'mean' scales grad_output")
+    """A function that says it scales (lossgrad.divisor) must multiply grad_output."""
+    numel = f'lossgrad.divisor = "{spec.Divisor.NUMEL.value}", lossgrad.op_type ='
+    text = lowered_text().replace("lossgrad.op_type =", numel)
+    rejected(text, r"'lossgrad.divisor' says grad_output is scaled by 1/\(numel")
+
+
+def test_the_divisor_is_read_from_level_2_not_from_the_reduction() -> None:
+    """The analysis takes the divisor lower-lossgrad wrote, whatever the reduction says: a
+    batchmean function of a 0-d self (which scales nothing) is analysed unscaled, and a
+    divisor that is not one of spec.Divisor's is refused."""
+    kl_0d = """
+    func.func @f(%go: tensor<f32>, %x: tensor<f32>, %t: tensor<f32>) -> tensor<f32> {
+      %r = lossgrad.kl_div_backward %go, %x, %t reduction = batchmean
+           : tensor<f32>, tensor<f32>, tensor<f32> -> tensor<f32>
+      func.return %r : tensor<f32>
+    }
+    """
+    (f,) = level2.signature_functions(parse_module(lowered_text(kl_0d)))
+    assert f.scale is None and level2.DIVISOR_ATTR not in f.function.attributes
+    bad = lowered_text().replace(
+        "lossgrad.op_type =", 'lossgrad.divisor = "numel(self)", lossgrad.op_type ='
+    )
+    rejected(bad, "'lossgrad.divisor' must be one of")
 
 
 def test_a_renamed_function_keeps_its_identity() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import lossgrad_compiler
 from lossgrad_compiler import universe
 from lossgrad_compiler.dialects import get_all_dialects
 from lossgrad_compiler.opt import LossgradOptMain, OptError, main
@@ -131,7 +132,7 @@ def test_version_names_the_tool() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         LossgradOptMain(args=["--version"])
-    assert out.getvalue().startswith("lossgrad-opt (xdsl ")
+    assert out.getvalue().startswith(f"lossgrad-opt {lossgrad_compiler.__version__} (xdsl ")
 
 
 def test_one_registration_table_for_every_entry() -> None:

@@ -9,6 +9,8 @@ with SIGBUS."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import itertools
 import json
@@ -40,18 +42,23 @@ def cache_root() -> Path:
     return Path(configured) if configured else default_cache_root()
 
 
+def cache_origin() -> str:
+    """Where the cache's location comes from, for messages."""
+    configured = os.environ.get(ENV_CACHE)
+    return f"${ENV_CACHE}={configured}" if configured else f"the default (${ENV_CACHE} is not set)"
+
+
 def cache_dir_problem(err: OSError, directory: Path) -> str:
     """One line naming the directory, the variable that chose it and what went wrong."""
-    configured = os.environ.get(ENV_CACHE)
-    origin = (
-        f"${ENV_CACHE}={configured}" if configured else f"the default (${ENV_CACHE} is not set)"
-    )
+    origin = cache_origin()
     reason = err.strerror or type(err).__name__
     failed = f" ({err.filename})" if err.filename and str(err.filename) != str(directory) else ""
-    return (
-        f"cannot use the build cache {directory} from {origin}: {reason}{failed}; "
-        f"set ${ENV_CACHE} to a writable directory"
+    advice = (
+        f"free space there or set ${ENV_CACHE} to a directory with room"
+        if err.errno in SPACE_ERRNOS
+        else f"set ${ENV_CACHE} to a writable directory"
     )
+    return f"cannot use the build cache {directory} from {origin}: {reason}{failed}; {advice}"
 
 
 def prepare_cache_dir(directory: Path) -> None:
@@ -62,6 +69,76 @@ def prepare_cache_dir(directory: Path) -> None:
             raise NotADirectoryError(20, os.strerror(20), str(directory))
     except OSError as err:
         raise CacheDirError(cache_dir_problem(err, directory)) from None
+
+
+# --------------------------------------------------------------------------- full disks
+
+# The errors of a file system without room: no space, over quota, over RLIMIT_FSIZE.
+SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+SPACE_MESSAGES = (*(os.strerror(code) for code in SPACE_ERRNOS), "File size limit exceeded")
+SPACE_FORMAT = 1
+
+
+def out_of_space(directory: Path, what: str, line: str) -> str:
+    """One line: building `what` in the cache `directory` ran out of room (`line`)."""
+    return (
+        f"cannot build {what} in the build cache {directory} from {cache_origin()}: {line}; "
+        f"free space there or set ${ENV_CACHE} to a directory with room"
+    )
+
+
+def space_problem(compiler_output: str) -> str | None:
+    """The compiler's (or linker's) line saying that a file system had no room, or None.
+    GNU ld ends with "final link failed: No space left on device", as with "can't write":
+    a full disk is an environment fault, not a defect of the source."""
+    for line in compiler_output.splitlines():
+        if any(message in line for message in SPACE_MESSAGES):
+            return line.strip()
+    return None
+
+
+def free_bytes(directory: Path | str) -> int:
+    """Bytes an unprivileged process may still write on the file system of `directory`."""
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return 0
+    return info.f_bavail * info.f_frsize
+
+
+def remember_space_failure(marker: Path, message: str, places: list[Path | str]) -> None:
+    """Record that a build ran out of space, with the room left in `places` (the cache and
+    the compiler's temporary directory), so that later processes do not compile again in
+    vain. Best effort: a file system too full for the marker is too full for the source
+    too, so the next attempt fails at once anyway."""
+    record = {
+        "format": SPACE_FORMAT,
+        "message": message,
+        "free": {str(p): free_bytes(p) for p in places},
+    }
+    with contextlib.suppress(OSError):
+        write_atomically(marker, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+
+
+def remembered_space_failure(marker: Path) -> str | None:
+    """The message of an earlier out-of-space build of the same entry while none of the
+    places it recorded has gained room since (more than twice as much free, plus 1 MiB);
+    None when there is none or it is worth trying again (the marker is then removed)."""
+    try:
+        record = json.loads(marker.read_text(encoding="utf-8"))
+        if record.get("format") != SPACE_FORMAT:
+            raise ValueError(marker.name)
+        message, free = str(record["message"]), dict(record["free"])
+        gained = any(free_bytes(p) > 2 * int(then) + (1 << 20) for p, then in free.items())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        gained = True  # an unreadable marker is no reason to refuse a build
+    if gained:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+        return None
+    return message
 
 
 # --------------------------------------------------------------------------- manifests

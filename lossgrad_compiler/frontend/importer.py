@@ -21,6 +21,7 @@ from onnx import (
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import InvalidArgumentError, LossGradError
+from lossgrad_compiler.frontend.inference import check_initializers
 from lossgrad_compiler.frontend.scopes import (
     ModelContext,
     Types,
@@ -88,6 +89,7 @@ def import_model(model: ModelProto, progress: Callable[[int], None] | None = Non
     by signature. `progress` is called with the number of nodes found so far."""
     ensure_schemas()
     check_opset_imports(model)
+    check_initializers(model)
     context = ModelContext.of(model)
     walker = _Walker(model, context, progress)
     walker.visit(model.graph, main_graph_types(model), "", None, context)

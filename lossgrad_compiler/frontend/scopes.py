@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-import onnx
 from onnx import (
     AttributeProto,
     FunctionProto,
@@ -26,8 +25,8 @@ from onnx import (
 )
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.frontend.inference import infer_types
 from lossgrad_compiler.onnx.graphs import deep_nodes
-from lossgrad_compiler.onnx.inference import types_only
 
 Types = dict[str, TypeProto]
 
@@ -86,8 +85,7 @@ def main_graph_types(model: ModelProto, domain: str = spec.DOMAIN) -> Types:
         if name
     ):
         return declared
-    with types_only():  # the importer validates each node, naming its path
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    inferred = infer_types(model)  # the importer validates each node, naming its path
     return graph_types(inferred.graph, {})
 
 
@@ -120,8 +118,7 @@ def infer_scope(
         opset_imports=list(context.opset_imports),
         functions=list(context.functions),
     )
-    with types_only():
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    inferred = infer_types(model)
     return graph_types(inferred.graph, outer)
 
 

@@ -289,6 +289,6 @@ FORMS: tuple[Form, ...] = (
         P.Add(P.Add(Var("masked_xlogy"), P.Div(P.Mul(S, T), T)), P.Mul(Var("neg_s"), X)),
         _fixed(log_target=0),
         report_only="PyTorch's decomposition gives NaN where target == 0 ((s*t)/t), "
-        "KlDivTargetBackward gives 0 there (docs/operators.md): the results differ",
+        "KlDivTargetBackward gives 0 there (its definition): the results differ",
     ),
 )

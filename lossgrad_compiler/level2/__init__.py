@@ -48,11 +48,13 @@ from lossgrad_compiler.level2.contract import (
 from lossgrad_compiler.level2.dispatch import ScalarOpDispatch, rule
 from lossgrad_compiler.level2.identity import (
     ATTRIBUTES_ATTR,
+    DIVISOR_ATTR,
     OP_TYPE_ATTR,
     PARAMETER_N,
     PARAMETERS_ATTR,
     identity_attributes,
     parameter_type,
+    read_divisor,
     read_identity,
     read_parameters,
 )
@@ -63,6 +65,7 @@ __all__ = [
     "BODY_OPS",
     "CONTRACT_PREDICATES",
     "COUNT_OPS",
+    "DIVISOR_ATTR",
     "FUNCTION_OPS",
     "OP_TYPE_ATTR",
     "PARAMETERS_ATTR",
@@ -89,6 +92,7 @@ __all__ = [
     "index_map",
     "parameter_type",
     "predicate_of",
+    "read_divisor",
     "read_identity",
     "read_parameters",
     "rule",

@@ -17,8 +17,10 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.dialects.lossgrad import element_float_type
 from lossgrad_compiler.level2.contract import Level2ContractError, constant_value
 from lossgrad_compiler.level2.identity import (
+    DIVISOR_ATTR,
     PARAMETER_N,
     parameter_type,
+    read_divisor,
     read_identity,
     read_parameters,
 )
@@ -260,7 +262,7 @@ class Level2Scale:
     """The reduction scale 1/n that grad_output is multiplied by before the formula."""
 
     value: SSAValue  # the captured scalar, in the compute type
-    divisor: spec.Divisor  # what n counts (spec.divisor_rule of the function's attributes)
+    divisor: spec.Divisor  # what n counts (the function's `lossgrad.divisor`)
     parameter: BlockArgument | None  # %n, in the runtime-parameter form
     ops: tuple[Operation, ...]  # the function ops computing `value`, in program order
 
@@ -387,7 +389,7 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
         final_truncf=final_truncf,
         value=value,
         compute_ops=compute_ops,
-        scale=_scale(function, op, attrs, operands, main, parameters),
+        scale=_scale(function, operands, main, parameters),
     )
 
 
@@ -433,16 +435,13 @@ def _with_widening(operand: Level2Operand, compute: spec.FloatType, op: GenericO
 
 def _scale(
     function: func.FuncOp,
-    op: spec.OperatorSpec,
-    attrs: Mapping[str, Any],
     operands: Sequence[Level2Operand],
     main: Level2Generic,
     parameters: Mapping[str, BlockArgument],
 ) -> Level2Scale | None:
     """The scale: `mulf(grad_output, %scale)` with %scale from above the body, when the
-    function's attributes say the reduction scales (docs/level2.md)."""
-    self_rank = operands[1].generic.rank
-    divisor = spec.divisor_rule(attrs["reduction"], self_rank)
+    function says it scales (`lossgrad.divisor`, docs/level2.md)."""
+    divisor = read_divisor(function)
     if divisor is None:
         return None
     loaded = operands[0].loaded
@@ -455,8 +454,8 @@ def _scale(
                 return Level2Scale(other, divisor, n, tuple(_defining_ops(function, other)))
     raise Level2ContractError(
         main.op,
-        f"reduction '{attrs['reduction']}' scales grad_output: the body starts with "
-        "`arith.mulf %grad_output, %scale`",
+        f"'{DIVISOR_ATTR}' says grad_output is scaled by 1/({divisor.value}): the body starts "
+        "with `arith.mulf %grad_output, %scale`",
     )
 
 

@@ -56,7 +56,7 @@ class ScalarOpDispatch(Generic[V]):
     def translate(self, op: Operation, operands: Sequence[V]) -> V:
         name = self.RULES.get(type(op))
         if name is None:
-            raise Level2ContractError(op, f"has no {self.BACKEND} translation (docs/level2.md)")
+            raise Level2ContractError(op, f"has no {self.BACKEND} translation (not a level-2 op)")
         return getattr(self, name)(op, operands)
 
     def translate_all(self, ops: Iterable[Operation], env: dict[SSAValue, V]) -> None:

@@ -31,6 +31,11 @@ ATTRIBUTES_ATTR = "lossgrad.attributes"
 """Function attribute: the op's attributes, every one, as ONNX spells them."""
 PARAMETERS_ATTR = "lossgrad.parameters"
 """Function attribute: the names of the trailing arguments that carry run-time parameters."""
+DIVISOR_ATTR = "lossgrad.divisor"
+"""Function attribute: what n of the reduction scale 1/n counts (a spec.Divisor value), on
+every function whose body multiplies grad_output by a scale; absent where nothing is
+scaled. lower-lossgrad writes the divisor spec.validate resolved, so no reader applies the
+rule again."""
 
 PARAMETER_N = "n"
 """Run-time parameter: the divisor n of the reduction scale 1/n (an `index`)."""
@@ -39,9 +44,12 @@ PARAMETER_TYPES: dict[str, Attribute] = {PARAMETER_N: IndexType()}
 widened exactly), named after the attribute."""
 
 
-def identity_attributes(op: spec.OperatorSpec, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
-    """The function attributes that say which operator, with which attributes, a function
-    computes: builtin attributes only, so that upstream MLIR tools read them."""
+def identity_attributes(
+    op: spec.OperatorSpec, attrs: Mapping[str, Any], divisor: spec.Divisor | None = None
+) -> dict[str, Attribute]:
+    """The function attributes that say which operator, with which attributes (and which
+    divisor scales it), a function computes: builtin attributes only, so that upstream MLIR
+    tools read them."""
     values: dict[str, Attribute] = {}
     for a in op.attributes:
         value = attrs[a.name]
@@ -51,7 +59,13 @@ def identity_attributes(op: spec.OperatorSpec, attrs: Mapping[str, Any]) -> dict
             values[a.name] = IntegerAttr(int(value), i64)
         else:
             values[a.name] = FloatAttr(float(value), f64)
-    return {OP_TYPE_ATTR: StringAttr(op.name), ATTRIBUTES_ATTR: DictionaryAttr(values)}
+    identity: dict[str, Attribute] = {
+        OP_TYPE_ATTR: StringAttr(op.name),
+        ATTRIBUTES_ATTR: DictionaryAttr(values),
+    }
+    if divisor is not None:
+        identity[DIVISOR_ATTR] = StringAttr(divisor.value)
+    return identity
 
 
 def parameter_type(name: str) -> Attribute:
@@ -87,6 +101,19 @@ def _attribute_value(attr: Attribute) -> Any:
     if isinstance(attr, FloatAttr):
         return float(attr.value.data)
     return attr
+
+
+def read_divisor(function: func.FuncOp) -> spec.Divisor | None:
+    """The divisor a function's scale counts (None: the function scales nothing)."""
+    found = function.attributes.get(DIVISOR_ATTR)
+    if found is None:
+        return None
+    known = [d.value for d in spec.Divisor]
+    if not isinstance(found, StringAttr) or found.data not in known:
+        raise Level2ContractError(
+            function, f"'{DIVISOR_ATTR}' must be one of {', '.join(map(repr, known))}"
+        )
+    return spec.Divisor(found.data)
 
 
 def read_parameters(function: func.FuncOp) -> tuple[str, ...]:

@@ -54,7 +54,7 @@ def build_schema(op: spec.OperatorSpec) -> OpSchema:
 
 
 def _doc(op: spec.OperatorSpec) -> str:
-    return f"{op.doc} Follows {op.aclnn}; the contract is docs/operators.md of lossgrad_compiler."
+    return f"{op.doc} Follows {op.aclnn}; its contract: lossgrad_compiler's operator documentation."
 
 
 def _output_doc(op: spec.OperatorSpec) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
 from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime.calls import Call, checked_call
 
@@ -157,7 +158,7 @@ def evaluate_calls(
     for checked, arrays in prepared:
         signature = signature_of(checked)
         if signature.id not in libraries:
-            path = runner_library(signature, target, schedule=schedule)
+            path = runner_library(lower_signatures([signature]), target, schedule=schedule)
             libraries[signature.id] = RunnerLibrary(path)
         result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
         inputs = [arrays[n] for n in spec.INPUT_NAMES]

@@ -2,8 +2,11 @@
 `evaluate_calls` for many calls in one compiled module, `load` for a module on disk, and
 `session` for a whole model compiled by `lossgrad-compile --target iree`.
 
-Every call is validated by the operator contract before anything is compiled (errors carry
-the aclnn codes), because IREE checks static sizes and ranks but not that dynamic sizes agree.
+Every call of `evaluate` is validated by the operator contract before anything is compiled
+(errors carry the aclnn codes). IREE checks static sizes and ranks but not that dynamic sizes
+agree, so every function the IREE target exports compares them before it computes
+(backends/iree/guards.py): a module run through `load` or `session` refuses a mismatch with
+the same error instead of reading past a buffer.
 IREE's CPU runtime flushes subnormal inputs and results to zero (its worker threads set
 FTZ/DAZ); everything else follows docs/operators.md."""
 
@@ -17,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.iree import IreeTarget, compile_signatures
+from lossgrad_compiler.backends.iree import IreeTarget, compile_module
 from lossgrad_compiler.backends.iree.targets import iree_module
 from lossgrad_compiler.backends.iree.whole_model import INTERFACE_KEY, ModelInterface
 from lossgrad_compiler.errors import BroadcastError
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime.calls import Call, checked_call
 
@@ -48,8 +52,13 @@ class LoadedModule:
         return dict(self.functions[name].vm_function.reflection)
 
     def __call__(self, name: str, *arrays: np.ndarray) -> Any:
-        """One result as a numpy array, several as a tuple of them."""
-        results = self.functions[name](*arrays)
+        """One result as a numpy array, several as a tuple of them. Every function the IREE
+        target exports checks its dynamic sizes first (backends/iree/guards.py); a failed
+        check is raised as the project's error with its aclnn code."""
+        try:
+            results = self.functions[name](*arrays)
+        except RuntimeError as err:
+            raise _check_failure(err) from None
         if isinstance(results, (tuple, list)):
             return tuple(np.asarray(r) for r in results)
         return np.asarray(results)
@@ -81,7 +90,8 @@ def evaluate_calls(
     prepared = [checked_call(call) for call in calls]
     if not prepared:
         return []
-    path = compile_signatures([signature_of(checked) for checked, _ in prepared], target)
+    signatures = [signature_of(checked) for checked, _ in prepared]
+    path = compile_module(lower_signatures(signatures), target)
     module = load(path, device)
     results = []
     for checked, arrays in prepared:
@@ -137,10 +147,7 @@ class IreeSession:
                 f"unknown output(s) {unknown}; the model has {self.output_names}"
             )
         arrays = self._checked_feeds(feeds)
-        try:
-            results = self.module(self.interface.function, *arrays)
-        except RuntimeError as err:
-            raise _check_failure(err) from None
+        results = self.module(self.interface.function, *arrays)
         values = results if isinstance(results, tuple) else (results,)
         by_name = dict(zip(self.output_names, values, strict=True))
         return [by_name[n] for n in wanted]

@@ -7,11 +7,17 @@ returns an InferenceSession with it registered. The model is compiled with the O
 backend's `functions` mode first, so every ai.lossgrad node also carries its model-local
 function. The library registers every operator for every combination of the four float
 input types, so ORT runs the native kernel for every node when it is registered, and the
-functions otherwise: without a compiler or headers the session runs the functions alone,
-after one warning."""
+functions otherwise.
+
+Which library: with a C++ compiler, the JIT build for this machine's CPU (faster, cached);
+without one, the prebuilt library of the platform wheel for this CPU's x86-64 level
+(backends/ort/prebuilt.py; $LOSSGRAD_ORT_PREBUILT=1 asks for it even with a compiler);
+where neither works, the functions alone, after one warning."""
 
 from __future__ import annotations
 
+import os
+import re
 import warnings
 from collections.abc import Mapping
 from functools import cache
@@ -24,11 +30,14 @@ from onnx import ModelProto
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ort.build import (
+    ENV_MARCH,
     Announcement,
     NativeUnavailableError,
+    NoCompilerError,
     build_shared_library,
+    toolchain,
 )
-from lossgrad_compiler.backends.ort.library import library_source
+from lossgrad_compiler.backends.ort.prebuilt import describe, prebuilt_library, prebuilt_present
 from lossgrad_compiler.onnx.attributes import attributes_from_node
 from lossgrad_compiler.runtime.external_data import (
     FOLDER_OPTION,
@@ -36,19 +45,57 @@ from lossgrad_compiler.runtime.external_data import (
     model_folder,
 )
 from lossgrad_compiler.runtime.ort_io import run_session
+from lossgrad_compiler.runtime.ort_source import kernel_library_source
 
 LIBRARY_NAME = "liblossgrad_ort"
+ENV_PREBUILT = "LOSSGRAD_ORT_PREBUILT"
 ANNOUNCEMENT = Announcement(
     "the native ONNX Runtime kernel library",
     "one C++ translation unit, about a minute (once; later runs load it from the cache)",
 )
 
 
+def jit_library_name() -> str:
+    """The JIT build's file name says what it was built for (a copy made by `--target ort`
+    keeps it): `native` (this machine's CPU) or the $LOSSGRAD_ORT_MARCH it names."""
+    march = os.environ.get(ENV_MARCH)
+    if march is None:
+        return f"{LIBRARY_NAME}-native"
+    return f"{LIBRARY_NAME}-{re.sub(r'[^A-Za-z0-9._-]', '_', march.strip()) or 'default'}"
+
+
 @cache
 def library_path() -> str:
-    """The path of the built kernel library, as ORT's register_custom_ops_library takes it
-    (NativeUnavailableError without a compiler, headers or a usable cache directory)."""
-    return str(build_shared_library(library_source(), LIBRARY_NAME, announce=ANNOUNCEMENT))
+    """The path of the kernel library, as ORT's register_custom_ops_library takes it: the
+    JIT build for this CPU where a compiler exists, else the prebuilt library for this CPU
+    (NativeUnavailableError where neither can be had)."""
+    return str(_kernel_library())
+
+
+def _kernel_library() -> Path:
+    if os.environ.get(ENV_PREBUILT, "") not in ("", "0"):
+        return prebuilt_library()
+    try:
+        tools = toolchain()
+        return build_shared_library(
+            kernel_library_source(), jit_library_name(), tools=tools, announce=ANNOUNCEMENT
+        )
+    except NoCompilerError as no_compiler:
+        try:
+            return prebuilt_library()
+        except NativeUnavailableError as err:
+            raise NativeUnavailableError(f"{no_compiler}; {err}") from None
+    except NativeUnavailableError as failed:
+        if not prebuilt_present():
+            raise
+        library = prebuilt_library()
+        warnings.warn(
+            f"lossgrad native ORT kernels could not be built for this CPU ({failed}); using "
+            f"the library {describe(library)}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return library
 
 
 @cache
@@ -76,7 +123,7 @@ def prepare_model(model: ModelProto | bytes | str | Path) -> ModelProto:
     for node in loaded.graph.node:
         if node.domain == spec.DOMAIN:
             attributes_from_node(node)
-    return compile_model(loaded, target="ort", mode="functions").model
+    return compile_model(loaded, target="onnx", mode="functions").model
 
 
 def session_options(native: bool = True, **options: Any) -> ort.SessionOptions:

@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 
 from lossgrad_compiler import errors, spec
-from lossgrad_compiler.backends.ascendc import emulate
 from lossgrad_compiler.backends.ascendc.emulation import (
     FLAG_NULL_EXECUTOR,
     FLAG_NULL_OUT,
     FLAG_NULL_WORKSPACE_SIZE,
     UNTOUCHED,
     RawCase,
-    compile_signature,
     flag_null_input,
     run_raw,
 )
+from lossgrad_compiler.runtime.ascendc import compile_signature, emulate
 
 F32 = np.float32
 
@@ -42,16 +41,21 @@ def _raw(
     out_shape=(2, 3),
     out_dtype=F32,
     flags: int = 0,
+    op_type: str | None = None,
 ) -> RawCase:
+    """One raw case; its attribute values in the operator's order (spec's table), a
+    reduction given as a string sent as its aclnn code, an int sent as it is."""
+    if op_type is None:
+        op_type = spec.SMOOTH_L1_LOSS_BACKWARD.name if "beta" in attrs else "KlDivBackward"
+    values = []
+    for a in spec.operator(op_type).attributes:
+        value = attrs.get(a.name, 1.0 if a.name == "beta" else a.default)
+        values.append(a.aclnn_value(value) if isinstance(value, str) else value)
     return RawCase(
         inputs=[inputs[n] for n in spec.INPUT_NAMES],
         out_dtype=out_dtype,
         out_shape=out_shape,
-        reduction=spec.Reduction(attrs.get("reduction", "mean")).aclnn_code
-        if isinstance(attrs.get("reduction", "mean"), str)
-        else attrs["reduction"],
-        log_target=bool(attrs.get("log_target", 0)),
-        beta=float(attrs.get("beta", 1.0)),
+        attributes=values,
         flags=flags,
     )
 
@@ -97,7 +101,8 @@ def test_null_input_is_161001_like_spec(missing: int) -> None:
     op = spec.SMOOTH_L1_LOSS_BACKWARD.name
     compiled = _signature(op, {"reduction": "mean", "beta": 1.0})
     inputs = _inputs()
-    (result,) = run_raw(compiled.runner, [_raw(inputs, {}, flags=flag_null_input(missing))])
+    case = _raw(inputs, {}, flags=flag_null_input(missing), op_type=op)
+    (result,) = run_raw(compiled.runner, [case])
     given = {n: (None if k == missing else a) for k, (n, a) in enumerate(inputs.items())}
     expected = _spec_error(op, given, {})
     assert result.status == errors.ACLNN_ERR_PARAM_NULLPTR == expected.code
@@ -115,7 +120,8 @@ def test_null_input_is_161001_like_spec(missing: int) -> None:
 def test_null_output_and_phase_one_pointers_are_161001(flag: int, argument: str) -> None:
     op = spec.KL_DIV_TARGET_BACKWARD.name
     compiled = _signature(op, {"reduction": "sum"})
-    (result,) = run_raw(compiled.runner, [_raw(_inputs(), {"reduction": "sum"}, flags=flag)])
+    case = _raw(_inputs(), {"reduction": "sum"}, flags=flag, op_type=op)
+    (result,) = run_raw(compiled.runner, [case])
     assert result.status == errors.ACLNN_ERR_PARAM_NULLPTR
     assert result.message == errors.format_error(op, argument, "is required", result.status)
 
@@ -134,7 +140,8 @@ def test_beta_out_of_range_is_rejected_like_spec(beta: float) -> None:
 def test_reduction_code_out_of_range_is_161002(op_type: str, code: int) -> None:
     attrs = {"reduction": "mean", "beta": 1.0} if op_type.startswith("Smooth") else {}
     compiled = _signature(op_type, attrs or {"reduction": "mean"})
-    (result,) = run_raw(compiled.runner, [_raw(_inputs(), {**attrs, "reduction": code})])
+    case = _raw(_inputs(), {**attrs, "reduction": code}, op_type=op_type)
+    (result,) = run_raw(compiled.runner, [case])
     rule = spec.operator(op_type).attribute("reduction").rule()
     assert result.status == errors.ACLNN_ERR_PARAM_INVALID
     assert result.message == errors.format_error(

@@ -1,4 +1,4 @@
-"""`lossgrad_compiler.backends.ascendc.emulate` as a user calls it: every call works, its
+"""`lossgrad_compiler.runtime.ascendc.emulate` as a user calls it: every call works, its
 block_dim is validated, the cached runner and emulation runtime are checked and rebuilt
 when damaged, a failing runner says how it failed, and an unusable cache directory is one
 clear error naming LOSSGRAD_CACHE_DIR."""
@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 
 from lossgrad_compiler import reference
-from lossgrad_compiler.backends import ascendc
-from lossgrad_compiler.backends.ascendc import emulation
 from lossgrad_compiler.backends.ascendc.build import emulator_runtime
 from lossgrad_compiler.backends.ascendc.emulation import EmulatorRunnerError, run_raw
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentError
+from lossgrad_compiler.runtime import ascendc
 from tests.helpers import isolated
 
 OP = "SmoothL1LossBackward"
@@ -36,7 +35,7 @@ TWICE_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     from lossgrad_compiler import reference
-    from lossgrad_compiler.backends import ascendc
+    from lossgrad_compiler.runtime import ascendc
 
     x = np.linspace(-2.0, 2.0, 40, dtype=np.float32)
     inputs = {"grad_output": np.float32(0.5), "self": x, "target": np.cos(x).astype(np.float32)}
@@ -54,11 +53,11 @@ TWICE_SCRIPT = textwrap.dedent(
 
 
 def test_emulate_can_be_called_more_than_once() -> None:
-    """The package function stays a function after its first call imported the module."""
+    """The module function stays a function after its first call built the runner."""
     done = isolated.run_python(TWICE_SCRIPT, None)
     assert done.returncode == 0, isolated.outcome(done)
     assert done.stdout.split() == ["ok"]
-    assert callable(ascendc.emulate) and not isinstance(ascendc.emulate, type(emulation))
+    assert callable(ascendc.emulate) and not isinstance(ascendc.emulate, type(ascendc))
 
 
 # --------------------------------------------------------------------------- item 15
@@ -84,7 +83,7 @@ def test_invalid_block_dim_is_refused_before_anything_is_built(
     def must_not_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("compiled although block_dim is invalid")
 
-    monkeypatch.setattr(emulation, "compile_signatures", must_not_build)
+    monkeypatch.setattr(ascendc, "compile_signatures", must_not_build)
     with pytest.raises(InvalidArgumentError) as err:
         ascendc.emulate(OP, _inputs(), ATTRS, soc=soc, block_dim=block_dim)
     cores = {"ascend910b": 48, "ascend910b3": 40}[soc]
@@ -108,15 +107,15 @@ EMULATE_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     from lossgrad_compiler import reference
-    from lossgrad_compiler.backends import ascendc
-    from lossgrad_compiler.backends.ascendc.emulation import compile_signatures, _checked
+    from lossgrad_compiler.runtime import ascendc
+    from lossgrad_compiler.runtime.ascendc import checked_call, compile_signatures
 
     x = np.linspace(-2.0, 2.0, 40, dtype=np.float32)
     inputs = {"grad_output": np.float32(0.5), "self": x, "target": np.cos(x).astype(np.float32)}
     attrs = {"reduction": "none", "beta": 0.5}
     got = ascendc.emulate("SmoothL1LossBackward", inputs, attrs, block_dim=2)
     np.testing.assert_array_equal(got, reference.evaluate("SmoothL1LossBackward", inputs, attrs))
-    (compiled,) = compile_signatures([_checked("SmoothL1LossBackward", inputs, attrs)])
+    (compiled,) = compile_signatures([checked_call("SmoothL1LossBackward", inputs, attrs)])
     print("ok", compiled.runner)
     """
 )
@@ -189,7 +188,7 @@ def test_a_failing_runner_says_what_happened(tmp_path: Path, script: str, expect
 CACHE_ERROR_SCRIPT = textwrap.dedent(
     """
     import numpy as np
-    from lossgrad_compiler.backends import ascendc
+    from lossgrad_compiler.runtime import ascendc
     from lossgrad_compiler.backends.build_cache import CacheDirError
 
     x = np.linspace(-2.0, 2.0, 40, dtype=np.float32)

@@ -23,9 +23,9 @@ from lossgrad_compiler.backends.ascendc.emulation import (
     EmulatorViolation,
     raw_case,
     run_raw,
-    signature_project,
 )
 from lossgrad_compiler.dialects.ascendc.soc import soc
+from lossgrad_compiler.runtime.ascendc import signature_project
 from tests.ascendc.support import make_inputs
 
 OP = spec.KL_DIV_TARGET_BACKWARD.name

@@ -24,7 +24,7 @@ from lossgrad_compiler.backends.ascendc import emit_project
 from lossgrad_compiler.backends.cxx import cxx_comparison
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
-from lossgrad_compiler.frontend.lowering import lower_signatures
+from lossgrad_compiler.frontend.lowering import LoweringForm, lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.passes.ascendc_body_rules import SUPPORTED_PREDICATES, cmp_mode
 from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAscendcPass
@@ -171,7 +171,7 @@ def test_runtime_parameters_are_refused_by_the_ascend_c_backend(tmp_path) -> Non
     """n and beta as function arguments are level 2, but a project computes n in its tiling
     function and compiles beta in: the constant form is the one to lower."""
     signature = _signature("SmoothL1LossBackward", {"reduction": "mean", "beta": 0.5}, CASES[3][2])
-    module = lower_signatures([signature], runtime_parameters=True)
+    module = lower_signatures([signature], LoweringForm.RUNTIME_PARAMETERS)
     with pytest.raises(UnsupportedByBackendError, match=r"run-time parameters \(n, beta\)"):
         emit_project(module, tmp_path)
     assert emit_project(lower_signatures([signature]), tmp_path)

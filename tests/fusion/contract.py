@@ -50,6 +50,7 @@ from onnx.reference.op_run import OpRun
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.onnx import run_reference
+from tests.helpers.divisors import reduction_scale
 
 ULPS = 2  # E: how far an Exp or Log result may be from the exact value
 STEPS = (0, -1, 1, -2, 2)  # the correctly rounded evaluation first
@@ -169,7 +170,7 @@ def _term_values(terms: Terms) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]
     go, x, t = (np.broadcast_to(arrays[n].astype(HP), space) for n in spec.INPUT_NAMES)
     self_shape = tuple(int(d) for d in checked.shapes["self"])  # type: ignore[union-attr]
     b = tuple(int(d) for d in checked.broadcast_shape)  # type: ignore[union-attr]
-    scale = spec.reduction_scale(checked.reduction, self_shape, b)
+    scale = reduction_scale(checked.reduction, self_shape, b)
     attrs = checked.attrs
     with np.errstate(all="ignore"):
         ge = np.abs(go) * HP(1.0 if math.isinf(scale) else scale)

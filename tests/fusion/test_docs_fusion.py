@@ -1,54 +1,32 @@
-"""Every code block of docs/fusion.md runs as written (as tests/test_readme.py runs the
-README's): ```python blocks each in a fresh interpreter, ```sh blocks line by line with the
-installed console scripts, in a folder holding the files the page names (`exported.onnx`:
-PyTorch's form of a SmoothL1 gradient; `kl_target.onnx`: its form of KlDivTargetBackward)."""
+"""Every code block of docs/fusion.md runs as written (tests/test_docs_blocks.py names this
+test in its DEDICATED pages and runs the other pages): ```python blocks each in a fresh
+interpreter, ```sh blocks line by line with the installed console scripts, in a folder
+holding the files the page names (`exported.onnx`: PyTorch's form of a SmoothL1 gradient;
+`kl_target.onnx`: its form of KlDivTargetBackward). A block marked with an extra skips,
+naming it, where the extra is missing (which fails under LOSSGRAD_NO_SKIPS=1)."""
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 import pytest
 
 from tests.fusion.graphs import Recipe, build
+from tests.test_docs_blocks import (
+    ROOT,
+    Block,
+    environment,
+    needs_extra,
+    page_blocks,
+    shell_commands,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "fusion.md"
-BIN = Path(sys.executable).parent
-
-
-@dataclass(frozen=True)
-class Block:
-    language: str
-    code: str
-    line: int
-
-    @property
-    def label(self) -> str:
-        return f"docs/fusion.md:{self.line}:{self.language}"
-
-
-def page_blocks() -> list[Block]:
-    blocks = []
-    lines = PAGE.read_text().splitlines()
-    k = 0
-    while k < len(lines):
-        fence = re.match(r"^```(\S*)\s*$", lines[k])
-        if fence:
-            end = next(j for j in range(k + 1, len(lines)) if lines[j].startswith("```"))
-            blocks.append(Block(fence.group(1), "\n".join(lines[k + 1 : end]) + "\n", k + 1))
-            k = end
-        k += 1
-    return blocks
-
-
-BLOCKS = page_blocks()
+BLOCKS = page_blocks(PAGE)
 
 
 @pytest.fixture
@@ -60,12 +38,6 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def test_every_block_has_a_runner() -> None:
     assert {b.language for b in BLOCKS} <= {"python", "sh", ""}
     assert any(b.language == "python" for b in BLOCKS) and any(b.language == "sh" for b in BLOCKS)
@@ -75,10 +47,11 @@ def test_every_block_has_a_runner() -> None:
     "block", [b for b in BLOCKS if b.language == "python"], ids=lambda b: b.label
 )
 def test_python_block_runs_as_written(block: Block, workdir: Path) -> None:
+    needs_extra(block)
     run = subprocess.run(
         [sys.executable, "-c", block.code],
         cwd=workdir,
-        env=_environment(),
+        env=environment(),
         capture_output=True,
         text=True,
         timeout=1200,
@@ -88,14 +61,12 @@ def test_python_block_runs_as_written(block: Block, workdir: Path) -> None:
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "sh"], ids=lambda b: b.label)
 def test_shell_block_runs_as_written(block: Block, workdir: Path) -> None:
-    for line in block.code.splitlines():
-        command = line.split("  #")[0].strip()
-        if not command or command.startswith("#"):
-            continue
+    needs_extra(block)
+    for command in shell_commands(block):
         run = subprocess.run(
             shlex.split(command),
             cwd=workdir,
-            env=_environment(),
+            env=environment(),
             capture_output=True,
             text=True,
             timeout=1200,

@@ -27,6 +27,7 @@ from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.fusion import fuse
 from lossgrad_compiler.fusion.graph import GraphIndex
 from tests.helpers.cases import DTYPES, Case, mixed_dtype_combinations, standard_cases
+from tests.helpers.divisors import reduction_scale
 from tests.helpers.strategies import calls
 
 
@@ -66,7 +67,7 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
 def _scale(case: Case, reduction: str) -> float:
     shapes = {n: case.inputs[n].shape for n in spec.INPUT_NAMES}
     b = np.broadcast_shapes(shapes["self"], shapes["target"])
-    return spec.reduction_scale(reduction, shapes["self"], b)
+    return reduction_scale(reduction, shapes["self"], b)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.label)

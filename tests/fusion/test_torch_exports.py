@@ -177,6 +177,28 @@ def test_broadcast_target(
     assert_close(result, step(x, t).detach().numpy(), "float32")
 
 
+@pytest.mark.parametrize(
+    ("self_shape", "after"), [((5,), ["Reshape"]), ((1, 5), []), ((4, 1), [])], ids=str
+)
+def test_broadcast_self_summed_back(self_shape: tuple[int, ...], after: list[str]) -> None:
+    """self broadcast against target: the exporter sums the gradient back to self's shape
+    with ReduceSum(keepdims=1), then a Reshape where self has fewer dimensions. That sum is
+    the operator's own: the whole gradient is one KlDivBackward."""
+    step = loss_gradient_step("kl_div", "input", "mean", log_target=1)
+    x, t = _inputs("kl_div", {"log_target": 1}, "float32", (self_shape, (4, 5)))
+    exported, _ = export_training_step(step, (x, t), fuse_gradients=False)
+    ops = [n.op_type for n in exported.graph.node]
+    summed = ops.index("ReduceSum")
+    assert ops[summed + 1 :] == after, ops  # the spelling this test is about
+    [reduce] = [n for n in exported.graph.node if n.op_type == "ReduceSum"]
+    assert {a.name: a.i for a in reduce.attribute}.get("keepdims", 1) == 1
+    fused, report = export_training_step(step, (x, t))
+    assert [n.op_type for n in fused.graph.node] == ["KlDivBackward"], report.lines()
+    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
+    assert result.shape == self_shape
+    assert_close(result, step(x, t).detach().numpy(), "float32")
+
+
 def test_step_summing_two_losses() -> None:
     gen = torch.Generator().manual_seed(3)
     inputs = (

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from lossgrad_compiler import spec
+from tests.helpers.divisors import reduction_scale
 
 
 def term_magnitude(
@@ -37,7 +38,7 @@ def term_magnitude(
     go, x, t = (
         np.broadcast_to(np.asarray(inputs[n]).astype(np.float64), space) for n in spec.INPUT_NAMES
     )
-    s = spec.reduction_scale(
+    s = reduction_scale(
         checked.reduction, _static(checked.shapes["self"]), _static(checked.broadcast_shape)
     )
     with np.errstate(all="ignore"):

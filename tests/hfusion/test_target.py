@@ -37,10 +37,8 @@ def test_every_signature_gets_its_four_files(model_path: Path, tmp_path: Path, c
     out = tmp_path / "out"
     assert cli.main([str(model_path), "--target", "ascendnpu-ir", "-o", str(out)]) == 0
     report = capsys.readouterr().out
-    assert (
-        "3 distinct signatures; target ascendnpu-ir (ascend910b, Ascend910B1, block dim 48)"
-        in report
-    )
+    assert "3 distinct signatures: " in report
+    assert "; target ascendnpu-ir (ascend910b, Ascend910B1, block dim 48)" in report
     index = json.loads((out / "summary.json").read_text())
     assert sorted(s["operator"] for s in index) == [
         "KlDivBackward",

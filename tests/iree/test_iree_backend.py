@@ -25,6 +25,7 @@ from lossgrad_compiler.errors import (
     LossGradError,
     UnsupportedByBackendError,
 )
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime import iree as iree_runtime
 
@@ -90,7 +91,7 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) 
 def test_f64_is_refused_where_the_target_has_no_f64() -> None:
     f64 = signature("SmoothL1LossBackward", ((), (3,), (3,)), {}, np.dtype("float64"))
     with pytest.raises(UnsupportedByBackendError, match=r"no float64 arithmetic.*llvm-cpu"):
-        iree_backend.module_text([f64], iree_backend.IreeTarget("vulkan"))
+        iree_backend.module_text(lower_signatures([f64]), iree_backend.IreeTarget("vulkan"))
 
 
 def test_the_module_keeps_f64_in_its_dispatches() -> None:
@@ -101,7 +102,7 @@ def test_the_module_keeps_f64_in_its_dispatches() -> None:
         iree_compiler.iree_module("iree.compiler.tools.binaries").find_tool("iree-compile"),
         "-", *FLAGS, "--compile-to=executable-sources",
     ]  # fmt: skip
-    text = iree_backend.module_text([f64])
+    text = iree_backend.module_text(lower_signatures([f64]))
     done = subprocess.run(command, input=text.encode(), capture_output=True, check=True)
     assert "arith.subf" in done.stdout.decode()
     assert ": f64" in done.stdout.decode()
@@ -111,7 +112,7 @@ def test_the_module_keeps_f64_in_its_dispatches() -> None:
 @pytest.mark.parametrize("backend", ["cuda", "rocm", "vulkan"])
 def test_gpu_targets_compile_without_a_device(backend: str) -> None:
     vmfb = iree_backend.compile_text(
-        iree_backend.module_text(THREE), iree_backend.IreeTarget(backend)
+        iree_backend.module_text(lower_signatures(THREE)), iree_backend.IreeTarget(backend)
     )
     rt = iree_compiler.iree_module("iree.runtime")
     module = rt.VmModule.copy_buffer(rt.VmInstance(), vmfb)  # loading needs no device
@@ -128,7 +129,7 @@ def test_modules_are_cached_and_a_damaged_one_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOSSGRAD_CACHE_DIR", str(tmp_path))
-    path = iree_backend.compile_signatures(THREE[:1])
+    path = iree_backend.compile_module(lower_signatures(THREE[:1]))
     built = path.read_bytes()
     calls: list[str] = []
     real = iree_compiler.compile_text
@@ -138,10 +139,10 @@ def test_modules_are_cached_and_a_damaged_one_is_rebuilt(
         return real(text, target)
 
     monkeypatch.setattr(iree_compiler, "compile_text", counting)
-    assert iree_backend.compile_signatures(THREE[:1]) == path
+    assert iree_backend.compile_module(lower_signatures(THREE[:1])) == path
     assert calls == []
     path.write_bytes(built[: len(built) // 2])
-    assert iree_backend.compile_signatures(THREE[:1]) == path
+    assert iree_backend.compile_module(lower_signatures(THREE[:1])) == path
     assert len(calls) == 1
     assert path.read_bytes() == built
 
@@ -160,7 +161,7 @@ def test_a_compile_failure_names_the_function_and_the_command(
         {"reduction": "sum", "log_target": 1},
     )
     with pytest.raises(iree_backend.IreeCompileError) as raised:
-        iree_backend.compile_text(iree_backend.module_text([rejected]))
+        iree_backend.compile_text(iree_backend.module_text(lower_signatures([rejected])))
     message = str(raised.value)
     assert "vector.contract" in message
     assert f"@{rejected.id}" in message

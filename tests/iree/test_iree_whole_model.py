@@ -19,13 +19,14 @@ from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.backends.iree import (
     IreeTarget,
     WholeModelError,
-    compile_signatures,
+    compile_module,
     compile_whole_model,
     splice,
 )
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, BroadcastError, LossGradError
 from lossgrad_compiler.frontend.importer import import_model
+from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.runtime.iree import SessionInputError, session
 from lossgrad_compiler.runtime.ort_io import make_session, run_session
 
@@ -33,7 +34,7 @@ BATCHES = (1, 5, 32)
 
 
 def compiled(model: onnx.ModelProto, folder: Path, name: str = "model.vmfb") -> Path:
-    vmfb, _ = compile_whole_model(model)
+    vmfb, _ = compile_whole_model(model, IreeTarget(), lower_signatures)
     path = folder / name
     path.write_bytes(vmfb)
     return path
@@ -77,7 +78,7 @@ def test_standard_nodes_around_the_operators_match_onnxruntime(tmp_path: Path) -
 
 
 def test_the_level2_functions_are_called_not_decomposed() -> None:
-    spliced = splice(examples.training_step_model())
+    spliced = splice(examples.training_step_model(), lower_signatures)
     for signature in spliced.imported.signatures.values():
         assert f"func.func private @{signature.id}(" in spliced.text
         assert f"call @{signature.id}__checked(" in spliced.text
@@ -243,7 +244,7 @@ def test_session_checks_feeds_against_the_model_interface(tmp_path: Path) -> Non
 
 def test_a_module_of_signatures_is_not_a_session(tmp_path: Path) -> None:
     model = examples.example_model()
-    path = compile_signatures(import_model(model).signatures.values())
+    path = compile_module(lower_signatures(import_model(model).signatures.values()))
     with pytest.raises(ValueError, match="not a whole-model module"):
         session(path)
 
@@ -262,14 +263,14 @@ def test_invalid_nodes_are_rejected_before_compiling(
     assert "beta" in error and "[aclnn 161002" in error
     assert not (tmp_path / "bad.vmfb").exists()
     with pytest.raises(LossGradError):
-        splice(model)
+        splice(model, lower_signatures)
 
 
 def test_untyped_values_are_a_clear_error() -> None:
     model = examples.example_model()
     model.graph.node[0].input[1] = "undefined_value"
     with pytest.raises((WholeModelError, LossGradError)):
-        splice(model)
+        splice(model, lower_signatures)
 
 
 @pytest.mark.parametrize("backend", ["cuda", "vulkan", "rocm"])
@@ -303,7 +304,7 @@ def test_vulkan_refuses_f64_models(tmp_path: Path, capsys: pytest.CaptureFixture
     assert status == 1
     assert "float64" in capsys.readouterr().err
     with pytest.raises(LossGradError):
-        compile_whole_model(_f64_rank4_model(21), IreeTarget("vulkan"))
+        compile_whole_model(_f64_rank4_model(21), IreeTarget("vulkan"), lower_signatures)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """The Ascend C backend: level-2 IR → CANN custom-operator projects, and a CPU emulation
-that compiles and runs them.
+that compiles and runs them (emulation.py; `lossgrad_compiler.runtime.ascendc.emulate` runs
+one call with reference.evaluate's call shape).
 
     emit_project(module, out_dir, soc="ascend910b") -> list[Path]
-    emulate(op_type, inputs, attrs, soc="ascend910b", block_dim=None) -> np.ndarray
+    emitted_files(module, soc="ascend910b") -> dict[str, str]   (the same files, in memory)
 
 The pipeline: `convert-linalg-to-ascendc` (the tile-level IR of dialects/ascendc/),
 `ascendc-plan-buffers` (UB placement and tile length), then the printers in this package.
@@ -14,10 +15,9 @@ the package attribute of its name and would replace the function.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import numpy as np
     from xdsl.dialects.builtin import ModuleOp
 
 
@@ -29,18 +29,15 @@ def emit_project(module: ModuleOp, out_dir: Path | str, soc: str = "ascend910b")
     return emit(module, out_dir, soc)
 
 
-def emulate(
-    op_type: str,
-    inputs: dict[str, np.ndarray],
-    attrs: dict[str, Any] | None = None,
-    soc: str = "ascend910b",
-    block_dim: int | None = None,
-) -> np.ndarray:
-    """Run one call through the emitted project on the CPU emulation (see emulation.py)."""
-    # deferred: the xDSL pipeline and the emulation's build machinery load only when used
-    from lossgrad_compiler.backends.ascendc.emulation import emulate as run
+def emitted_files(module: ModuleOp, soc: str = "ascend910b") -> dict[str, str]:
+    """The files emit_project writes, by path relative to its output directory."""
+    # deferred: the xDSL pipeline (passes, dialects, printers) loads only when it is used
+    from lossgrad_compiler.backends.ascendc.project import emitted_files as emitted
 
-    return run(op_type, inputs, attrs, soc=soc, block_dim=block_dim)
+    return emitted(module, soc)
 
 
-__all__ = ["emit_project", "emulate"]
+EXECUTABLE_FILES = ("build.sh",)
+"""Project files written with mode 755 (project.py's EXECUTABLE_FILES)."""
+
+__all__ = ["EXECUTABLE_FILES", "emit_project", "emitted_files"]

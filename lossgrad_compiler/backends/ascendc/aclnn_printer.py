@@ -10,6 +10,8 @@ writes zeros where the result is not empty. `aclnn<OpType>` runs the recorded gr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.ir.affine import AffineDimExpr
 
 from lossgrad_compiler import spec
@@ -19,20 +21,45 @@ from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
 from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
 
-CAMEL = {"grad_output": "gradOutput", "self": "self", "target": "target"}
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+CAMEL = {name: _camel(name) for name in spec.INPUT_NAMES}
+"""The aclnn parameter name of each input: grad_output → gradOutput."""
+
+
+@dataclass(frozen=True)
+class AclnnAttribute:
+    """One attribute parameter of the aclnn API: its C++ type, parameter name, and the
+    spec attribute it carries (spec.AttributeSpec.aclnn_value gives the value)."""
+
+    cxx_type: str
+    param: str
+    attribute: spec.AttributeSpec
+
+
+def attribute_params(op: spec.OperatorSpec) -> list[AclnnAttribute]:
+    """The aclnn attribute parameters of `op`, in spec order, from its attribute table: a
+    STRING attribute is its int64_t code, an INT of choices 0/1 a bool, another INT an
+    int64_t, a FLOAT a double (beta stays a double past ONNX's float)."""
+    out = []
+    for a in op.attributes:
+        if a.kind is spec.AttrKind.STRING:
+            cxx = "int64_t"
+        elif a.kind is spec.AttrKind.INT:
+            cxx = "bool" if a.choices is not None and set(a.choices) <= {0, 1} else "int64_t"
+        else:
+            cxx = "double"
+        out.append(AclnnAttribute(cxx, _camel(a.name), a))
+    return out
 
 
 def _attr_params(op: spec.OperatorSpec) -> list[tuple[str, str, str]]:
     """(C++ type, parameter name, attribute name) of the aclnn attribute parameters."""
-    out = []
-    for a in op.attributes:
-        if a.name == "reduction":
-            out.append(("int64_t", "reduction", a.name))
-        elif a.kind is spec.AttrKind.INT:
-            out.append(("bool", "logTarget" if a.name == "log_target" else a.name, a.name))
-        else:
-            out.append(("double", a.name, a.name))  # beta stays a double past ONNX's float
-    return out
+    return [(p.cxx_type, p.param, p.attribute.name) for p in attribute_params(op)]
 
 
 def signature_params(op: spec.OperatorSpec) -> str:

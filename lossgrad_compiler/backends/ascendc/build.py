@@ -29,6 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.backends.ascendc.aclnn_printer import AclnnAttribute, attribute_params
 from lossgrad_compiler.backends.ascendc.project import Project, write_atomic
 from lossgrad_compiler.backends.build_cache import (
     CacheDirError,
@@ -65,19 +66,36 @@ def compiler() -> tuple[str, str]:
         raise UnsupportedByBackendError(
             "ascendc", "emulation", "needs a C++17 compiler (g++ or $CXX) on PATH"
         )
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    try:
+        version = subprocess.run(
+            [cxx, "--version"], capture_output=True, text=True, check=False, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise UnsupportedByBackendError(
+            "ascendc", "emulation", f"needs a C++17 compiler; {cxx} --version did not run: {err}"
+        ) from None
+    if version.returncode != 0:
+        said = (version.stderr.strip().splitlines() or ["no message"])[0]
+        raise UnsupportedByBackendError(
+            "ascendc", "emulation",
+            f"needs a C++17 compiler; {cxx} --version failed ({said})",
+        )  # fmt: skip
     return cxx, version.stdout
 
 
 def _call_function(index: int, project: Project) -> str:
+    """The runner's call of one signature's aclnn API: the case's inputs, then its attribute
+    values in the order of the operator's attribute table (aclnn_printer.attribute_params)."""
     info = project.info
-    attribute = "c.log_target" if info.op.attributes[-1].name == "log_target" else "c.beta"
+    inputs = [f"c.input({k})" for k in range(len(spec.INPUT_NAMES))]
+    attributes = [_attribute_argument(k, p) for k, p in enumerate(attribute_params(info.op))]
+    arguments = ", ".join([*inputs, *attributes, "c.output()"])
     return f"""static aclnnStatus Call{index}(lossgrad_emu::Case& c)
 {{
     uint64_t workspaceSize = 0;
     aclOpExecutor* executor = nullptr;
     aclnnStatus status = aclnn{info.op_type}GetWorkspaceSize(
-        c.input(0), c.input(1), c.input(2), c.reduction, {attribute}, c.output(),
+        {arguments},
         c.workspace_size(&workspaceSize), c.executor(&executor));
     if (status != ACLNN_SUCCESS) {{
         return status;
@@ -91,6 +109,14 @@ def _call_function(index: int, project: Project) -> str:
     return status;
 }}
 """
+
+
+def _attribute_argument(k: int, param: AclnnAttribute) -> str:
+    if param.cxx_type == "double":
+        return f"c.float_attribute({k})"
+    if param.cxx_type == "bool":
+        return f"c.int_attribute({k}) != 0"
+    return f"c.int_attribute({k})"
 
 
 def kernels_source(projects: Sequence[Project]) -> str:

@@ -1,11 +1,10 @@
-"""`emulate()`: one call (or a batch) through the emitted Ascend C project, on the CPU.
+"""Running emitted Ascend C projects on the CPU: projects of level-2 functions, compiled
+against the emulation (cached) into a runner executable, which calls the aclnn two-phase
+API exactly as a host program would. The emulation checks the hardware rules as the kernel
+runs; a violation raises EmulatorViolation with the emulator's message.
 
-A call is validated by spec.validate, mapped to its signature (frontend/signature.py),
-lowered to level-2 IR, emitted as a project, compiled against the emulation (cached) and
-run by the runner executable, which calls the aclnn two-phase API exactly as a host
-program would. The emulation checks the hardware rules as the kernel runs; a violation
-raises EmulatorViolation with the emulator's message.
-"""
+`runtime.ascendc.emulate` is the entry with reference.evaluate's call shape: it validates
+each call and hands the level 2 of its signature down to `signature_project`."""
 
 from __future__ import annotations
 
@@ -20,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.build import build_runner
 from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
+from lossgrad_compiler.backends.ascendc.kernel_printer import TILING_FIELDS, scalar_fields
 from lossgrad_compiler.backends.ascendc.project import Project, lower_to_ascendc, print_projects
 from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC, Soc
 from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
@@ -32,15 +33,15 @@ from lossgrad_compiler.errors import (
     LossGradError,
     UnsupportedByBackendError,
 )
-from lossgrad_compiler.frontend.lowering import lower_signatures
-from lossgrad_compiler.frontend.signature import signature_of
 
-MAGIC = b"LGASC02\0"
+MAGIC = b"LGASC04\0"
 VIOLATION_EXIT = 86
 UNTOUCHED = 0x5A  # the runner fills every output with this byte before the call
 FLAG_NULL_WORKSPACE_SIZE = 1
 FLAG_NULL_EXECUTOR = 2
-FLAG_NULL_OUT = 32
+MAX_INPUTS = 8  # lossgrad_emu/runner.h's kMaxInputs
+MAX_ATTRIBUTES = 8  # lossgrad_emu/runner.h's kMaxAttributes
+FLAG_NULL_OUT = 1 << (2 + MAX_INPUTS)
 
 
 def flag_null_input(k: int) -> int:
@@ -77,26 +78,19 @@ class CompiledSignature:
     soc: Soc
 
 
-_PROJECTS: dict[tuple[str, str], Project] = {}
 _RUNNERS: dict[tuple[str, ...], tuple[Path, dict[str, int]]] = {}
 
 
-def signature_project(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> Project:
-    """The printed project of a validated call's signature (once per process)."""
-    refuse_float64(checked)
-    signature = signature_of(checked)
-    key = (signature.id, soc)
-    if key not in _PROJECTS:
-        module = lower_to_ascendc(lower_signatures([signature]), soc)
-        (_PROJECTS[key],) = print_projects(module, soc)
-    return _PROJECTS[key]
+def signature_project(level2: ModuleOp, soc: str = DEFAULT_SOC) -> Project:
+    """The printed project of the one function of a level-2 module."""
+    (project,) = print_projects(lower_to_ascendc(level2, soc), soc)
+    return project
 
 
-def compile_signatures(
-    checked: Sequence[spec.CheckedCall], soc: str = DEFAULT_SOC
+def compile_projects(
+    projects: Sequence[Project], soc: str = DEFAULT_SOC
 ) -> list[CompiledSignature]:
-    """One runner for the signatures of all the calls (one entry per call, in order)."""
-    projects = [signature_project(c, soc) for c in checked]
+    """One runner for all the projects (one entry per project, in order)."""
     needed = {p.info.op_type for p in projects}
     for key, (runner, index) in _RUNNERS.items():  # a runner built before may hold them all
         if key[0] == soc and needed <= index.keys():
@@ -108,10 +102,6 @@ def compile_signatures(
     _RUNNERS[key] = (build_runner(unique), index)
     return [CompiledSignature(p, _RUNNERS[key][0], index[p.info.op_type], soc_named(soc))
             for p in projects]  # fmt: skip
-
-
-def compile_signature(checked: spec.CheckedCall, soc: str = DEFAULT_SOC) -> CompiledSignature:
-    return compile_signatures([checked], soc)[0]
 
 
 def refuse_float64(checked: spec.CheckedCall) -> None:
@@ -134,13 +124,21 @@ class RawCase:
     inputs: Sequence[np.ndarray]
     out_dtype: Any
     out_shape: tuple[int, ...]
-    reduction: int = 1
-    log_target: bool = False
-    beta: float = 1.0
+    attributes: Sequence[int | float] = ()  # aclnn values, in the operator's attribute order
     flags: int = 0
     signature: int = 0
     cores: int = 48
     ub_bytes: int = 196608
+
+
+@dataclass(frozen=True)
+class RawLaunch:
+    """One AI-core launch of a call: the OpType, the block dim and the tiling data that the
+    op_host tiling function chose (raw bytes; `decode_tiling` reads them)."""
+
+    op_type: str
+    block_dim: int
+    tiling: bytes = field(repr=False)
 
 
 @dataclass
@@ -148,6 +146,7 @@ class RawResult:
     status: int
     message: str
     output: np.ndarray = field(repr=False)
+    launches: list[RawLaunch] = field(default_factory=list)
 
 
 def _acl_dtype(dtype: Any) -> int:
@@ -166,18 +165,32 @@ def _tensor_bytes(array: np.ndarray | None, dtype: Any, shape: Sequence[int]) ->
     return header + struct.pack("<Q", len(data)) + data
 
 
+def _attribute_bytes(value: int | float) -> bytes:
+    """A kind byte (0 integer, 1 double) and the value, as runner.h's AttributeValue."""
+    if isinstance(value, float):
+        return struct.pack("<Bd", 1, value)
+    return struct.pack("<Bq", 0, int(value))
+
+
 def run_raw(runner: Path, cases: Sequence[RawCase]) -> list[RawResult]:
     """Run the cases in one process of a runner executable."""
+    for c in cases:
+        if len(c.inputs) > MAX_INPUTS or len(c.attributes) > MAX_ATTRIBUTES:
+            raise InvalidArgumentError(
+                "ascendc", "case", f"at most {MAX_INPUTS} inputs and {MAX_ATTRIBUTES} attributes"
+            )
     with tempfile.TemporaryDirectory(prefix="lossgrad-ascendc-") as tmp:
         case_file, result_file = Path(tmp) / "cases.bin", Path(tmp) / "results.bin"
         with case_file.open("wb") as f:
             f.write(MAGIC + struct.pack("<I", len(cases)))
             for c in cases:
-                f.write(struct.pack("<II", c.signature, c.flags))
+                f.write(struct.pack("<III", c.signature, c.flags, len(c.inputs)))
                 for a in c.inputs:
                     f.write(_tensor_bytes(a, a.dtype, a.shape))
                 f.write(_tensor_bytes(None, c.out_dtype, c.out_shape))
-                f.write(struct.pack("<qBd", c.reduction, int(c.log_target), c.beta))
+                f.write(struct.pack("<I", len(c.attributes)))
+                for value in c.attributes:
+                    f.write(_attribute_bytes(value))
                 f.write(struct.pack("<IQ", c.cores, c.ub_bytes))
         try:
             done = subprocess.run(
@@ -227,23 +240,47 @@ def _read_results(data: bytes, cases: Sequence[RawCase]) -> list[RawResult]:
         pos += 8
         out = np.frombuffer(data[pos : pos + nbytes], dtype=np.dtype(c.out_dtype)).copy()
         pos += nbytes
-        results.append(RawResult(status, message, out.reshape(c.out_shape)))
+        launches, pos = _read_launches(data, pos)
+        results.append(RawResult(status, message, out.reshape(c.out_shape), launches))
     return results
 
 
-# --------------------------------------------------------------------------- emulate
+# The C types of the tiling struct's fields (kernel_printer.print_tiling_header), as struct
+# codes; native alignment, because the runner is built for this machine.
+_TILING_CODES = {"uint64_t": "Q", "uint32_t": "I", "float": "f"}
 
 
-def _arrays(inputs: Mapping[str, Any]) -> dict[str, np.ndarray | None]:
-    return {k: (None if v is None else np.asarray(v)) for k, v in inputs.items()}
+def decode_tiling(project: Project, data: bytes) -> dict[str, int | float]:
+    """The tiling data a project's tiling function wrote, by field name, as the project's
+    op_kernel/<name>_tiling.h declares the struct."""
+    fields = [(name, ctype) for ctype, name, _ in TILING_FIELDS]
+    fields += [(name, "float") for name in scalar_fields(project.graph.kernel)]
+    layout = "@" + "".join(_TILING_CODES[ctype] for _, ctype in fields)
+    if len(data) < struct.calcsize(layout):
+        raise EmulatorRunnerError(
+            f"the tiling data of {project.info.op_type} has {len(data)} bytes, its struct "
+            f"{struct.calcsize(layout)}"
+        )
+    values = struct.unpack_from(layout, data)
+    return {name: value for (name, _), value in zip(fields, values, strict=True)}
 
 
-def _checked(op_type: str, arrays: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any]):
-    infos = {
-        n: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
-        for n, a in arrays.items()
-    }
-    return spec.validate(op_type, infos, attrs)
+def _read_launches(data: bytes, pos: int) -> tuple[list[RawLaunch], int]:
+    (count,) = struct.unpack_from("<I", data, pos)
+    pos += 4
+    launches = []
+    for _ in range(count):
+        (length,) = struct.unpack_from("<I", data, pos)
+        op_type = data[pos + 4 : pos + 4 + length].decode("utf-8", "replace")
+        pos += 4 + length
+        block_dim, size = struct.unpack_from("<II", data, pos)
+        pos += 8
+        launches.append(RawLaunch(op_type, block_dim, data[pos : pos + size]))
+        pos += size
+    return launches, pos
+
+
+# --------------------------------------------------------------------------- cases
 
 
 def raw_case(
@@ -252,18 +289,21 @@ def raw_case(
     compiled: CompiledSignature,
     cores: int | None,
 ) -> RawCase:
-    attrs = checked.attrs
     return RawCase(
         inputs=[arrays[n] for n in spec.INPUT_NAMES],
         out_dtype=checked.result_type.dtype,
         out_shape=tuple(int(d) for d in checked.result_shape or ()),
-        reduction=checked.reduction.aclnn_code,
-        log_target=bool(attrs.get("log_target", 0)),
-        beta=float(attrs.get("beta", 0.0)),
+        attributes=aclnn_attributes(checked.op, checked.attrs),
         signature=compiled.index,
         cores=compiled.soc.vector_cores if cores is None else cores,
         ub_bytes=compiled.soc.ub_bytes,
     )
+
+
+def aclnn_attributes(op: spec.OperatorSpec, attrs: Mapping[str, Any]) -> tuple[int | float, ...]:
+    """The aclnn values of a call's attributes, in the operator's attribute order (spec's
+    table: the runner passes them to the aclnn API in that order)."""
+    return tuple(a.aclnn_value(attrs[a.name]) for a in op.attributes)
 
 
 def checked_block_dim(op_type: str, block_dim: object, soc: Soc) -> int | None:
@@ -284,48 +324,3 @@ def checked_block_dim(op_type: str, block_dim: object, soc: Soc) -> int | None:
     if not 1 <= value <= soc.vector_cores:
         raise InvalidArgumentError(op_type, "block_dim", f"{rule}; got {value}")
     return value
-
-
-@dataclass(frozen=True)
-class Call:
-    """One call for `emulate_calls`: op, inputs, attributes, and the cores to run on."""
-
-    op_type: str
-    inputs: Mapping[str, Any]
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    block_dim: int | None = None
-
-
-def emulate_calls(calls: Sequence[Call], soc: str = DEFAULT_SOC) -> list[np.ndarray]:
-    """Run many calls (any operators and signatures): one build, one runner process.
-    Every call is validated (spec, SoC, block_dim) before anything is compiled."""
-    arrays = [_arrays(c.inputs) for c in calls]
-    checked = [_checked(c.op_type, a, c.attrs) for c, a in zip(calls, arrays, strict=True)]
-    target = soc_named(soc)
-    block_dims = [checked_block_dim(c.op_type, c.block_dim, target) for c in calls]
-    if not calls:
-        return []
-    compiled = compile_signatures(checked, soc)
-    cases = [
-        raw_case(ch, a, co, b)
-        for ch, a, co, b in zip(checked, arrays, compiled, block_dims, strict=True)
-    ]
-    results = run_raw(compiled[0].runner, cases)
-    for result in results:
-        if result.status != 0:
-            raise AclnnError(result.status, result.message)
-    return [r.output for r in results]
-
-
-def emulate(
-    op_type: str,
-    inputs: Mapping[str, Any],
-    attrs: Mapping[str, Any] | None = None,
-    soc: str = DEFAULT_SOC,
-    block_dim: int | None = None,
-) -> np.ndarray:
-    """The result of one call computed by the emulated Ascend C kernel (reference.evaluate's
-    call shape) on `block_dim` vector cores (default: all of the SoC's). float64 raises
-    UnsupportedByBackendError; an invalid call, SoC or block_dim raises a LossGradError
-    (aclnn 161002 for the latter two) before anything is compiled."""
-    return emulate_calls([Call(op_type, inputs, dict(attrs or {}), block_dim)], soc)[0]

@@ -17,7 +17,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendc import aclnn_printer, project_files
+from lossgrad_compiler.backends.ascendc import EXECUTABLE_FILES, aclnn_printer, project_files
 from lossgrad_compiler.backends.ascendc.checks_printer import print_checks_header
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, host_graph
 from lossgrad_compiler.backends.ascendc.host_printer import print_op_host
@@ -106,17 +106,25 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def emitted_files(module: ModuleOp, soc: str = DEFAULT_SOC) -> dict[str, str]:
+    """Every file of one project per level-2 function of `module`, by its path relative to
+    the output directory (`<signature id>/...`)."""
+    return {
+        f"{project.info.project}/{relative}": text
+        for project in print_projects(lower_to_ascendc(module, soc), soc)
+        for relative, text in project.files.items()
+    }
+
+
 def emit_project(module: ModuleOp, out_dir: Path | str, soc: str = DEFAULT_SOC) -> list[Path]:
     """Write one project per level-2 function of `module` under `out_dir/<signature id>/`;
     returns the files written."""
     out = Path(out_dir)
     written = []
-    for project in print_projects(lower_to_ascendc(module, soc), soc):
-        root = out / project.info.project
-        for relative, text in project.files.items():
-            path = root / relative
-            write_atomic(path, text)
-            if relative == "build.sh":
-                path.chmod(0o755)
-            written.append(path)
+    for relative, text in emitted_files(module, soc).items():
+        path = out / relative
+        write_atomic(path, text)
+        if path.name in EXECUTABLE_FILES:
+            path.chmod(0o755)
+        written.append(path)
     return written

@@ -7,7 +7,12 @@ CANN's `hivmc`; each signature's folder holds that command for machines with CAN
 AscendNPU IR is the optional extra `ascend` (`pip install 'lossgrad_compiler[ascend]'`)."""
 
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
-from lossgrad_compiler.backends.ascendnpu_ir.outputs import signature_summary, write_outputs
+from lossgrad_compiler.backends.ascendnpu_ir.outputs import (
+    Outputs,
+    signature_outputs,
+    signature_summary,
+    write_outputs,
+)
 from lossgrad_compiler.backends.ascendnpu_ir.pipeline import TARGETS, AscendNpuIrTarget, hivm_text
 from lossgrad_compiler.backends.ascendnpu_ir.summary import HivmSummary, Kernel, summarize
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
@@ -25,8 +30,10 @@ __all__ = [
     "BishengirError",
     "HivmSummary",
     "Kernel",
+    "Outputs",
     "hfusion_module",
     "hivm_text",
+    "signature_outputs",
     "signature_summary",
     "summarize",
     "tool",

@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,6 @@ from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
 )
 from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
 from lossgrad_compiler.dialects import hfusion as hf
-from lossgrad_compiler.frontend.signature import Signature
 
 RUNNER_ENTRY = "lossgrad_cpu_runner_entry"
 RUNNER_WRAPPER = "lossgrad_cpu_runner_wrapper"
@@ -96,9 +94,15 @@ def llvmlite_binding() -> Any:
     return llvm
 
 
-def runner_module(signatures: Iterable[Signature]) -> ModuleOp:
-    """The HFusion form with C interfaces on the kernels and the runner's host entry."""
-    module = hfusion_module(signatures)
+def runner_module(level2: ModuleOp) -> ModuleOp:
+    """The HFusion form of a level-2 module with C interfaces on the kernels and the
+    runner's host entry."""
+    return with_runner_entry(hfusion_module(level2))
+
+
+def with_runner_entry(module: ModuleOp) -> ModuleOp:
+    """`module` (functions in the HFusion form) with C interfaces on its functions and the
+    runner's host entry added."""
     for function in module.ops:
         function.attributes["llvm.emit_c_interface"] = UnitAttr()
     one = TensorType(f32, [1])
@@ -200,13 +204,14 @@ def build_library(ir: str, path: Path) -> None:
         write_atomically(path, linked.read_bytes())
 
 
-def runner_library(
-    signature: Signature, target: AscendNpuIrTarget, *, schedule: bool = True
-) -> Path:
-    """The cached shared library of one signature's scheduled kernel (built now if the cache
-    has no valid one). One signature per module, as the target compiles them: AscendNPU IR
-    1.2.0 crashes on, or silently miscompiles, some modules that hold several."""
-    text = str(runner_module([signature]))
+def runner_library(level2: ModuleOp, target: AscendNpuIrTarget, *, schedule: bool = True) -> Path:
+    """The cached shared library of one signature's scheduled kernel, from a level-2 module
+    of that one signature (built now if the cache has no valid one). One signature per
+    module, as the target compiles them: AscendNPU IR 1.2.0 crashes on, or silently
+    miscompiles, some modules that hold several."""
+    (function,) = level2.ops
+    assert isinstance(function, func.FuncOp)
+    text = str(runner_module(level2))
     parts = [text, version(), BUILD_RECIPE, *target.opt_options, f"schedule={schedule}"]
     key = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
@@ -215,5 +220,5 @@ def runner_library(
         write_atomically(folder / "kernel.hfusion.mlir", text.encode("utf-8"))
         return {LIBRARY_FILE: folder / LIBRARY_FILE}
 
-    notice = ("a CPU runner of an AscendNPU IR kernel", signature.id, "about a second")
+    notice = ("a CPU runner of an AscendNPU IR kernel", function.sym_name.data, "about a second")
     return cached_build(cache_root() / "ascendnpu-ir" / key[:32], LIBRARY_FILE, notice, build)

@@ -11,19 +11,19 @@ DIR/summary.json                         every signature's summary
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from lossgrad_compiler import level2
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
 from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget, hivm_text
 from lossgrad_compiler.backends.ascendnpu_ir.summary import summarize
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import version
 from lossgrad_compiler.backends.build_cache import write_atomically
-from lossgrad_compiler.frontend.signature import Signature
 
 HFUSION_FILE = "kernel.hfusion.mlir"
 HIVM_FILE = "kernel.hivm.mlir"
@@ -32,54 +32,74 @@ SUMMARY_FILE = "summary.json"
 
 
 def signature_summary(
-    signature: Signature, function: func.FuncOp, hivm: str, target: AscendNpuIrTarget
+    function: level2.Level2Function, hfusion: func.FuncOp, hivm: str, target: AscendNpuIrTarget
 ) -> dict[str, Any]:
-    """The JSON summary of one signature: its HFusion-form function and the HIVM IR."""
+    """The JSON summary of one signature: its level-2 function, its HFusion form and the
+    HIVM IR."""
     summary = summarize(hivm)
     return {
-        "signature": signature.id,
-        "operator": signature.op_type,
-        "attributes": signature.attributes,
-        "element_types": [t.name for t in signature.types],
+        "signature": function.name,
+        "operator": function.op.name,
+        "attributes": function.attributes,
+        "element_types": [o.storage.name for o in function.operands],
         "soc": target.soc_name,
         "device": target.device,
         "block_dim": target.block_dim,
         "compiler": version(),
         "pipeline": ["bishengir-opt", *target.opt_options],
         "compile_command": target.compile_command(HFUSION_FILE, "kernel.o"),
-        "hfusion_ops": sum(op.name.startswith(("linalg.", "hfusion.")) for op in function.body.ops),
+        "hfusion_ops": sum(op.name.startswith(("linalg.", "hfusion.")) for op in hfusion.body.ops),
         **summary.as_json(),
     }
 
 
-def write_outputs(
-    signatures: Iterable[Signature], out_dir: Path, target: AscendNpuIrTarget
-) -> list[dict[str, Any]]:
-    """Write every signature's files under `out_dir`; their summaries."""
+@dataclass(frozen=True)
+class Outputs:
+    """Every signature's files (paths relative to the output directory) and summaries."""
+
+    files: dict[str, bytes]
+    executables: frozenset[str]
+    summaries: list[dict[str, Any]]
+
+
+def signature_outputs(module: ModuleOp, target: AscendNpuIrTarget) -> Outputs:
+    """The files of every function of a level-2 module, made in memory."""
+    functions = list(level2.signature_functions(module))
+    hfusion = hfusion_module(module)
+    files: dict[str, bytes] = {}
     summaries = []
-    unique = list(dict.fromkeys(signatures))
-    module = hfusion_module(unique)
-    for signature, function in zip(unique, module.ops, strict=True):
-        assert isinstance(function, func.FuncOp) and function.sym_name.data == signature.id
-        hfusion = str(ModuleOp([function.clone()]))
-        hivm = hivm_text(hfusion, target)
-        summary = signature_summary(signature, function, hivm, target)
-        folder = out_dir / signature.id
-        folder.mkdir(parents=True, exist_ok=True)
+    for function, converted in zip(functions, hfusion.ops, strict=True):
+        assert isinstance(converted, func.FuncOp) and converted.sym_name.data == function.name
+        text = str(ModuleOp([converted.clone()]))
+        hivm = hivm_text(text, target)
+        summary = signature_summary(function, converted, hivm, target)
         script = (
             "#!/bin/sh\n# Turns the HFusion form into an Ascend kernel binary. bishengir-compile\n"
             "# runs CANN's hivmc last: it needs the CANN toolkit on PATH.\nset -e\n"
             f'cd "$(dirname "$0")"\n{summary["compile_command"]}\n'
         )
-        for name, text in (
-            (HFUSION_FILE, hfusion),
+        for name, content in (
+            (HFUSION_FILE, text),
             (HIVM_FILE, hivm),
             (COMPILE_SCRIPT, script),
             (SUMMARY_FILE, json.dumps(summary, indent=2) + "\n"),
         ):
-            write_atomically(folder / name, text.encode("utf-8"))
-        (folder / COMPILE_SCRIPT).chmod(0o755)
+            files[f"{function.name}/{name}"] = content.encode("utf-8")
         summaries.append(summary)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(out_dir / SUMMARY_FILE, (json.dumps(summaries, indent=2) + "\n").encode())
-    return summaries
+    files[SUMMARY_FILE] = (json.dumps(summaries, indent=2) + "\n").encode()
+    executables = frozenset(f"{f.name}/{COMPILE_SCRIPT}" for f in functions)
+    return Outputs(files, executables, summaries)
+
+
+def write_outputs(
+    module: ModuleOp, out_dir: Path, target: AscendNpuIrTarget
+) -> list[dict[str, Any]]:
+    """Write every signature's files under `out_dir`; their summaries."""
+    outputs = signature_outputs(module, target)
+    for relative, data in outputs.files.items():
+        path = out_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, data)
+        if relative in outputs.executables:
+            path.chmod(0o755)
+    return outputs.summaries

@@ -1,5 +1,5 @@
-"""Level 2 compiled by IREE (iree-org/iree), the production MLIR compiler: the level-2
-functions of a set of signatures, as `lower-lossgrad` prints them, become one IREE module
+"""Level 2 compiled by IREE (iree-org/iree), the production MLIR compiler: a level-2 module
+(one function per signature), as `lower-lossgrad` prints it, becomes one IREE module
 (.vmfb) for the host CPU, an explicit CPU, or a GPU (CUDA, ROCm/HIP, Vulkan).
 
 IREE is the optional extra `iree` (`pip install 'lossgrad_compiler[iree]'`); running a
@@ -7,7 +7,7 @@ module is `lossgrad_compiler.runtime.iree`."""
 
 from lossgrad_compiler.backends.iree.compiler import (
     IreeCompileError,
-    compile_signatures,
+    compile_module,
     compile_text,
     module_text,
 )
@@ -30,7 +30,7 @@ __all__ = [
     "IreeUnavailableError",
     "ModelInterface",
     "WholeModelError",
-    "compile_signatures",
+    "compile_module",
     "compile_text",
     "compile_whole_model",
     "module_text",

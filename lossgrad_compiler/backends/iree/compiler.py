@@ -1,9 +1,10 @@
-"""Signatures → level-2 MLIR text → an IREE module (.vmfb), cached like the ORT library.
+"""Level 2 → MLIR text → an IREE module (.vmfb), cached like the ORT library.
 
-The text is exactly what `lossgrad-opt -p lower-lossgrad` prints: IREE's input is linalg on
-tensors with arith/math bodies, which level 2 is, so no project code sits between the two.
-One module holds one exported function per signature, named by the signature's id. Modules
-are cached by the text, the compiler's version and revision, the flags and (for
+The text is what `lossgrad-opt -p lower-lossgrad` prints (IREE's input is linalg on tensors
+with arith/math bodies, which level 2 is), with each function behind the size check of
+guards.py. The level-2 module comes from the pipeline (runtime.iree lowers the signatures of
+its calls). One module holds one exported function per signature, named by the signature's
+id. Modules are cached by the text, the compiler's version and revision, the flags and (for
 `cpu="host"`) this machine's CPU, and validated against the manifest recorded when they
 were built."""
 
@@ -13,15 +14,15 @@ import hashlib
 import json
 import platform
 import subprocess
-from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+from xdsl.dialects.builtin import ModuleOp
+
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
+from lossgrad_compiler.backends.iree.guards import guard_exports
 from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
-from lossgrad_compiler.frontend.lowering import lower_signatures
-from lossgrad_compiler.frontend.signature import Signature
 
 MODULE_FILE = "module.vmfb"
 
@@ -30,14 +31,17 @@ class IreeCompileError(RuntimeError):
     """iree-compile rejected the module: its diagnostics, and the command line."""
 
 
-def module_text(signatures: Iterable[Signature], target: IreeTarget | None = None) -> str:
-    """The level-2 module of `signatures` (each once), checked against docs/level2.md."""
-    unique = list(dict.fromkeys(signatures))
-    for signature in unique:
-        (target or IreeTarget()).check_types(signature.op_type, signature.types)
-    module = lower_signatures(unique)
+def module_text(module: ModuleOp, target: IreeTarget | None = None) -> str:
+    """The text of a level-2 module, checked against docs/level2.md and the target's types,
+    each function exported behind its run-time size check (guards.py); `module` itself is
+    left as it is."""
     level2.verify_level2(module)
-    return str(module)
+    for function in level2.signature_functions(module):
+        types = tuple(o.storage for o in function.operands)
+        (target or IreeTarget()).check_types(function.op.name, types)
+    guarded = module.clone()
+    guard_exports(guarded)
+    return str(guarded)
 
 
 @cache
@@ -87,10 +91,11 @@ def cache_key(text: str, target: IreeTarget) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
 
-def compile_signatures(signatures: Iterable[Signature], target: IreeTarget | None = None) -> Path:
-    """The cached module of `signatures` (compiled now if the cache has no valid one)."""
+def compile_module(module: ModuleOp, target: IreeTarget | None = None) -> Path:
+    """The cached IREE module of a level-2 module (compiled now if the cache has no valid
+    one)."""
     target = target or IreeTarget()
-    text = module_text(signatures, target)
+    text = module_text(module, target)
     folder = cache_root() / "iree" / cache_key(text, target)[:32]
 
     def build(folder: Path) -> dict[str, Path]:

@@ -1,16 +1,19 @@
-"""Run-time size checks in front of level-2 functions, for modules whose inputs come from a
-whole model rather than from `runtime.iree.evaluate` (which validates every call first).
+"""Run-time size checks in front of level-2 functions, in every module the IREE target
+compiles: whole models, and the modules of signatures that `runtime.iree.evaluate` caches
+and `runtime.iree.load` runs (whose callers need not have been validated).
 
 A level-2 function assumes that the dynamic sizes on one loop are equal (a dynamic dimension
 is never broadcast; docs/level2.md) and IREE compares no dynamic sizes: a call that breaks
-the assumption reads past its buffers. The guard `<id>__checked` compares them with
-`tensor.dim` and `cf.assert`, whose message is the project's error line with its aclnn code,
-and then calls the function. IREE raises the message from the call."""
+the assumption reads past its buffers. A guard compares them with `tensor.dim` and
+`cf.assert`, whose message is the project's error line with its aclnn code, and then calls
+the function. IREE raises the message from the call. In a whole model the guard is
+`<id>__checked`; in a module of signatures the guard is exported as `<id>` and the level-2
+function becomes the private `<id>__unchecked`, so no exported function skips the check."""
 
 from __future__ import annotations
 
 from xdsl.dialects import arith, cf, func, tensor
-from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Block, Region, SSAValue
 
 from lossgrad_compiler import spec
@@ -18,6 +21,7 @@ from lossgrad_compiler.errors import BroadcastError
 from lossgrad_compiler.level2 import Level2Function, signature_functions
 
 GUARD_SUFFIX = "__checked"
+UNCHECKED_SUFFIX = "__unchecked"
 
 DimEntry = tuple[int, int]  # (operand position, dimension)
 
@@ -34,6 +38,19 @@ def add_guards(module: ModuleOp) -> dict[str, str]:
     return {g.sym_name.data.removesuffix(GUARD_SUFFIX): g.sym_name.data for g in guards}
 
 
+def guard_exports(module: ModuleOp) -> None:
+    """Put every signature function of `module` behind a guard that takes over its name and
+    visibility; the function itself becomes private `<name>__unchecked`."""
+    for function in list(signature_functions(module)):
+        target = function.function
+        name, visibility = target.sym_name.data, target.sym_visibility
+        target.sym_name = StringAttr(name + UNCHECKED_SUFFIX)
+        target.sym_visibility = StringAttr("private")
+        guard = guard_function(function, name)
+        guard.sym_visibility = visibility
+        module.body.block.add_op(guard)
+
+
 def loop_groups(function: Level2Function) -> list[list[DimEntry]]:
     """Per loop, the operand dimensions that read it (broadcast 1s read no loop)."""
     groups: list[list[DimEntry]] = [[] for _ in range(function.loops)]
@@ -44,8 +61,9 @@ def loop_groups(function: Level2Function) -> list[list[DimEntry]]:
     return groups
 
 
-def guard_function(function: Level2Function) -> func.FuncOp:
-    """`<id>__checked`: the function's type, the size checks, then the call."""
+def guard_function(function: Level2Function, name: str | None = None) -> func.FuncOp:
+    """`name` (by default `<id>__checked`): the function's type, the size checks, then the
+    call."""
     target = function.function
     types = list(target.function_type.inputs.data)
     results = list(target.function_type.outputs.data)
@@ -74,7 +92,8 @@ def guard_function(function: Level2Function) -> func.FuncOp:
     call = func.CallOp(target.sym_name.data, [SSAValue.get(a) for a in args[: len(types)]], results)
     ops += [call, func.ReturnOp(*call.results)]
     block.add_ops(ops)
-    guard = func.FuncOp(guarded_name(target.sym_name.data), (types, results), Region(block))
+    guard_name = name or guarded_name(target.sym_name.data)
+    guard = func.FuncOp(guard_name, (types, results), Region(block))
     guard.sym_visibility = target.sym_visibility
     return guard
 

@@ -16,20 +16,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import onnx
 import onnx.inliner
 from onnx import ModelProto, ValueInfoProto
+from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.iree.compiler import compile_text
 from lossgrad_compiler.backends.iree.guards import add_guards
 from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
 from lossgrad_compiler.frontend.importer import ImportedModel, import_model
-from lossgrad_compiler.frontend.lowering import lower_signatures
+from lossgrad_compiler.frontend.signature import Signature
 from lossgrad_compiler.level2 import verify_level2
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 
@@ -153,9 +154,14 @@ def _tensor_interface(info: ValueInfoProto) -> TensorInterface:
     return TensorInterface(info.name, dtype, tuple(dims))
 
 
-def splice(model: ModelProto) -> SplicedModel:
+Level2Of = Callable[[Iterable[Signature]], ModuleOp]
+"""The pipeline's lowering, which the target hands down: the level-2 module of signatures."""
+
+
+def splice(model: ModelProto, level2_of: Level2Of) -> SplicedModel:
     """The model as one MLIR module: IREE's ONNX import with the level-2 functions called
-    where the ai.lossgrad nodes were."""
+    where the ai.lossgrad nodes were. The model is imported again after IREE's preparation
+    (inlining, shape inference), and `level2_of` gives the level 2 of its signatures."""
     imported = prepare(model)
     model = imported.model
     ir = iree_module("iree.compiler.ir")
@@ -164,7 +170,7 @@ def splice(model: ModelProto) -> SplicedModel:
     info = onnx_importer.ModelInfo(model)
     module = info.create_module(context=context).operation
     onnx_importer.NodeImporter.define_function(info.main_graph, module).import_all()
-    level2 = lower_signatures(imported.signatures.values())
+    level2 = level2_of(imported.signatures.values())
     verify_level2(level2)
     guards = add_guards(level2)
     functions = ir.Module.parse(str(level2), context)
@@ -280,12 +286,11 @@ def _builtin_type(ir: Any, torch_type: Any) -> Any:
 
 
 def compile_whole_model(
-    model: ModelProto, target: IreeTarget | None = None
+    model: ModelProto, target: IreeTarget, level2_of: Level2Of
 ) -> tuple[bytes, SplicedModel]:
     """The vmfb of a whole model (not cached: a model is compiled once, then loaded), and
     what was compiled."""
-    target = target or IreeTarget()
-    spliced = splice(model)
+    spliced = splice(model, level2_of)
     for signature in spliced.imported.signatures.values():
         target.check_types(signature.op_type, signature.types)
     return compile_text(spliced.text, target), spliced

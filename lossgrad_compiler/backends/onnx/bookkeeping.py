@@ -6,13 +6,13 @@ node it needs (`Size` for a whole tensor's element count)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import IndexType
 from xdsl.dialects.linalg.ops import FillOp
 from xdsl.ir import Operation, SSAValue
 
+from lossgrad_compiler.backends.onnx.state import Translation
 from lossgrad_compiler.backends.onnx.types import element_type_of, static_shape
 from lossgrad_compiler.backends.onnx.values import (
     EmptyTensor,
@@ -24,18 +24,15 @@ from lossgrad_compiler.backends.onnx.values import (
 )
 from lossgrad_compiler.level2 import Level2ContractError
 
-if TYPE_CHECKING:
-    from lossgrad_compiler.backends.onnx.translator import Translator
 
-
-def multiply_index(t: Translator, op: arith.MuliOp) -> Value:
+def multiply_index(t: Translation, op: arith.MuliOp) -> Value:
     lhs, rhs = t.lookup(op.lhs, op), t.lookup(op.rhs, op)
     if isinstance(lhs, IndexProduct) and isinstance(rhs, IndexProduct):
         return lhs.times(rhs)
     return t.scalar_ops.emit(op, "Mul", [lhs, rhs])
 
 
-def index_cast(t: Translator, op: arith.IndexCastOp) -> Value:
+def index_cast(t: Translation, op: arith.IndexCastOp) -> Value:
     """index ↔ i64 changes nothing in ONNX (index values are int64); other widths Cast."""
     target = element_type_of(op.result.type, op)
     source = t.lookup(op.input, op)
@@ -46,7 +43,7 @@ def index_cast(t: Translator, op: arith.IndexCastOp) -> Value:
     return t.scalar_ops.emit(op, "Cast", [source], to=target)
 
 
-def dim(t: Translator, op: tensor.DimOp) -> Value:
+def dim(t: Translation, op: tensor.DimOp) -> Value:
     index = t.lookup(op.index, op)
     if not isinstance(index, IndexProduct) or index.dims:
         raise Level2ContractError(op, "the dimension index must be a constant")
@@ -57,7 +54,7 @@ def dim(t: Translator, op: tensor.DimOp) -> Value:
     return IndexProduct(entry) if isinstance(entry, int) else IndexProduct(1, (entry,))
 
 
-def empty(t: Translator, op: tensor.EmptyOp) -> Value:
+def empty(t: Translation, op: tensor.EmptyOp) -> Value:
     sizes = iter(op.dynamic_sizes)
     shape: list[ShapeEntry] = []
     for d in static_shape(op.tensor.type):
@@ -65,7 +62,7 @@ def empty(t: Translator, op: tensor.EmptyOp) -> Value:
     return EmptyTensor(tuple(shape), element_type_of(op.tensor.type, op))
 
 
-def _size(t: Translator, value: SSAValue, op: Operation) -> ShapeEntry:
+def _size(t: Translation, value: SSAValue, op: Operation) -> ShapeEntry:
     size = t.lookup(value, op)
     if isinstance(size, IndexProduct):
         if not size.dims:
@@ -75,7 +72,7 @@ def _size(t: Translator, value: SSAValue, op: Operation) -> ShapeEntry:
     raise Level2ContractError(op, "a dynamic size must be a constant or one tensor.dim")
 
 
-def fill(t: Translator, op: FillOp) -> Value:
+def fill(t: Translation, op: FillOp) -> Value:
     if len(op.inputs) != 1 or len(op.outputs) != 1:
         raise Level2ContractError(op, "expected one scalar and one output tensor")
     value = t.lookup(op.inputs[0], op)

@@ -15,8 +15,6 @@ the rule fails in ONNX Runtime instead of returning numbers for other shapes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import SSAValue
 
@@ -27,6 +25,7 @@ from lossgrad_compiler.backends.onnx.size_check import (
     equal_size_pairs,
     gate,
 )
+from lossgrad_compiler.backends.onnx.state import Translation
 from lossgrad_compiler.backends.onnx.types import static_shape
 from lossgrad_compiler.backends.onnx.values import (
     Accumulator,
@@ -38,11 +37,8 @@ from lossgrad_compiler.backends.onnx.values import (
     Value,
 )
 
-if TYPE_CHECKING:
-    from lossgrad_compiler.backends.onnx.translator import Translator
 
-
-def translate_generic(t: Translator, op: GenericOp) -> Value:
+def translate_generic(t: Translation, op: GenericOp) -> Value:
     """The generic's result, its structure read through `level2.analyze_generic`."""
     generic = level2.analyze_generic(op)
     loops = generic.loops
@@ -87,7 +83,7 @@ def _operands_to_gate(
 
 
 def _reduce(
-    t: Translator,
+    t: Translation,
     generic: level2.Level2Generic,
     value: Tensor,
     reduced: frozenset[int],
@@ -111,7 +107,7 @@ def _reduce(
 
 
 def _add_initial(
-    t: Translator, op: GenericOp, value: Tensor, output: SSAValue, out_axes: frozenset[int]
+    t: Translation, op: GenericOp, value: Tensor, output: SSAValue, out_axes: frozenset[int]
 ) -> Tensor:
     """Add the accumulator's initial value (which has the output's full shape), unless it is
     a fill with zero."""
@@ -128,7 +124,7 @@ def _add_initial(
 
 
 def _complete(
-    t: Translator,
+    t: Translation,
     op: GenericOp,
     value: Tensor,
     output: SSAValue,
@@ -146,7 +142,7 @@ def _complete(
     return Tensor(expanded, out_rank, shape=entries)
 
 
-def _iteration_shape(t: Translator, generic: level2.Level2Generic) -> list[ShapeEntry]:
+def _iteration_shape(t: Translation, generic: level2.Level2Generic) -> list[ShapeEntry]:
     """The size of each loop, read from an operand that reads that loop directly."""
     sizes: list[ShapeEntry | None] = [None] * generic.loops
     for operand in (*generic.inputs, generic.output):

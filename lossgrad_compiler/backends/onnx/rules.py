@@ -8,18 +8,15 @@ node needs it, so a constant that only initialises an accumulator costs no node.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr
 from xdsl.ir import Operation
 
 from lossgrad_compiler import level2
+from lossgrad_compiler.backends.onnx.state import Translation
 from lossgrad_compiler.backends.onnx.types import element_type_of
 from lossgrad_compiler.backends.onnx.values import IndexProduct, ScalarConstant, Tensor, Value
-
-if TYPE_CHECKING:
-    from lossgrad_compiler.backends.onnx.translator import Translator
 
 _ELEMENTWISE: dict[type[Operation], str] = {
     arith.AddfOp: "Add",
@@ -58,8 +55,8 @@ class OnnxScalarOps(level2.ScalarOpDispatch[Value]):
     BACKEND = "ONNX"
     REQUIRED = level2.SCALAR_OPS | {arith.UIToFPOp}
 
-    def __init__(self, translator: Translator) -> None:
-        self.t = translator
+    def __init__(self, translation: Translation) -> None:
+        self.t = translation
 
     def emit(
         self, op: Operation, onnx_op: str, operands: Sequence[Value], **attrs: object

@@ -20,18 +20,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from lossgrad_compiler.backends.onnx.state import Translation
 from lossgrad_compiler.backends.onnx.values import DimOf, ShapeEntry
 from lossgrad_compiler.level2 import Level2ContractError, Level2Generic
-
-if TYPE_CHECKING:
-    from lossgrad_compiler.backends.onnx.translator import Translator
 
 SizePair = tuple[ShapeEntry, ShapeEntry]
 
 
-def equal_size_pairs(t: Translator, generic: Level2Generic) -> list[SizePair]:
+def equal_size_pairs(t: Translation, generic: Level2Generic) -> list[SizePair]:
     """Pairs of operand sizes that the generic's loops make equal and that are not known to
     be equal already (the same size of the same value, or the same static size)."""
     groups: list[list[ShapeEntry]] = [[] for _ in range(generic.loops)]
@@ -55,7 +52,7 @@ def _order(entry: ShapeEntry) -> tuple[str, int]:
     return ("", entry) if isinstance(entry, int) else (entry.tensor, entry.dim)
 
 
-def emit_size_check(t: Translator, pairs: Sequence[SizePair]) -> str:
+def emit_size_check(t: Translation, pairs: Sequence[SizePair]) -> str:
     """Nodes that fail at run time unless both sizes of every pair are equal; the name of a
     rank-0 int64 zero that depends on the check."""
     sink = t.sink
@@ -72,7 +69,7 @@ def emit_size_check(t: Translator, pairs: Sequence[SizePair]) -> str:
     return ok
 
 
-def gate(t: Translator, value: str, rank: int, ok: str) -> str:
+def gate(t: Translation, value: str, rank: int, ok: str) -> str:
     """`value` unchanged, but computed only once the check that produced `ok` has passed: a
     Reshape to `rank` zeros, each of which keeps the input's dimension (ONNX's default)."""
     zeros = t.sink.add_shared("Add", [ok, t.sink.int64s([0] * rank)], "checked_shape")

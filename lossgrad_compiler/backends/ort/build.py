@@ -7,7 +7,10 @@ place) and serialised by a lock file, so processes that build at the same time a
 same complete library. A manifest beside the library (size and SHA-256, written after it)
 must match before the library is used: a damaged one is rebuilt, never loaded. A cache
 directory that cannot hold the library is a NativeUnavailableError naming
-$LOSSGRAD_CACHE_DIR, which the runtime turns into one warning and the function path."""
+$LOSSGRAD_CACHE_DIR, which the runtime turns into one warning and the function path. So is
+a compiler or linker that runs out of room (a full disk, a quota): that failure is recorded
+beside the entry, and later processes refuse at once instead of compiling again, until the
+source, compiler or flags change (another entry) or the file systems involved gain room."""
 
 from __future__ import annotations
 
@@ -31,7 +34,11 @@ from lossgrad_compiler.backends.build_cache import (
     cache_dir_problem,
     cache_root,
     manifest_problem,
+    out_of_space,
     prepare_cache_dir,
+    remember_space_failure,
+    remembered_space_failure,
+    space_problem,
     write_atomically,
     write_manifest,
 )
@@ -39,6 +46,13 @@ from lossgrad_compiler.backends.ort.errors import OrtBackendError
 
 ENV_CXX = "CXX"
 ENV_INCLUDE = "LOSSGRAD_ORT_INCLUDE"
+# The headers the package ships (package data of the wheel and sdist, taken when they are
+# built from Debian's libonnxruntime-dev, the package and checksum of
+# scripts/fetch_ort_headers.sh; never committed), with their license text beside them.
+SHIPPED_ORT = Path(__file__).resolve().parent / "onnxruntime"
+SHIPPED_INCLUDE = SHIPPED_ORT / "include"
+# A source checkout: the same headers, fetched into third_party/ by that script (`make` runs
+# it). Only a checkout has the script, so only a checkout looks there or names it.
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 VENDORED_INCLUDE = PROJECT_ROOT / "third_party" / "onnxruntime" / "include"
 FETCH_SCRIPT = PROJECT_ROOT / "scripts" / "fetch_ort_headers.sh"
@@ -73,6 +87,16 @@ LIBRARY_FLAGS: tuple[str, ...] = ("-std=c++17", "-fPIC", "-shared", "-fvisibilit
 class NativeUnavailableError(OrtBackendError):
     """No C++ compiler, no ONNX Runtime headers or no usable cache directory: the native
     kernels cannot be built."""
+
+
+class NoCompilerError(NativeUnavailableError):
+    """No C++ compiler: none found, or the one found does not run. The prebuilt library
+    serves instead, where the installation has one."""
+
+
+class OutOfSpaceError(NativeUnavailableError):
+    """The compiler or linker ran out of room (ENOSPC, a quota, RLIMIT_FSIZE): a fault of the
+    environment, remembered beside the cache entry."""
 
 
 @dataclass(frozen=True)
@@ -145,26 +169,41 @@ def find_compiler() -> tuple[str, ...]:
         if command and shutil.which(command[0]):
             return command
     tried = ", ".join(" ".join(c) for c in candidates)
-    raise NativeUnavailableError(f"no C++ compiler found (tried {tried}; set ${ENV_CXX})")
+    raise NoCompilerError(f"no C++ compiler found (tried {tried}; set ${ENV_CXX})")
+
+
+def in_checkout() -> bool:
+    """Whether this is the project's source checkout (not an installed package)."""
+    return FETCH_SCRIPT.is_file()
 
 
 def find_headers(fetch: bool = True) -> Path:
-    """$LOSSGRAD_ORT_INCLUDE, else third_party/onnxruntime/include (fetched by
-    scripts/fetch_ort_headers.sh when missing), else /usr/include/onnxruntime."""
+    """$LOSSGRAD_ORT_INCLUDE, else the headers the package ships, else (in a source checkout)
+    third_party/onnxruntime/include, fetched by scripts/fetch_ort_headers.sh when missing,
+    else /usr/include/onnxruntime."""
     configured = os.environ.get(ENV_INCLUDE)
     if configured:
         path = Path(configured)
         if not (path / HEADER).is_file():
             raise NativeUnavailableError(f"${ENV_INCLUDE}={configured} has no {HEADER}")
         return path
-    if not (VENDORED_INCLUDE / HEADER).is_file() and fetch and FETCH_SCRIPT.is_file():
-        _fetch_headers()
-    for path in (VENDORED_INCLUDE, SYSTEM_INCLUDE):
+    if (SHIPPED_INCLUDE / HEADER).is_file():
+        return SHIPPED_INCLUDE
+    places = [SYSTEM_INCLUDE]
+    if in_checkout():
+        if not (VENDORED_INCLUDE / HEADER).is_file() and fetch:
+            _fetch_headers()
+        places.insert(0, VENDORED_INCLUDE)
+    for path in places:
         if (path / HEADER).is_file():
             return path
+    if in_checkout():
+        missing, remedy = "", f"run {FETCH_SCRIPT.relative_to(PROJECT_ROOT)}, "
+    else:
+        missing, remedy = f" (the package's own {SHIPPED_INCLUDE} is missing)", "reinstall, "
     raise NativeUnavailableError(
-        f"no ONNX Runtime headers: set ${ENV_INCLUDE}, run {FETCH_SCRIPT.name}, or install "
-        "libonnxruntime-dev"
+        f"no ONNX Runtime headers{missing}: set ${ENV_INCLUDE} to a folder holding {HEADER}, "
+        f"{remedy}or install libonnxruntime-dev"
     )
 
 
@@ -195,7 +234,7 @@ def toolchain() -> Toolchain:
             [*compiler, "--version"], capture_output=True, text=True, timeout=60, check=True
         )
     except (OSError, subprocess.SubprocessError) as err:
-        raise NativeUnavailableError(f"'{' '.join(compiler)} --version' failed: {err}") from None
+        raise NoCompilerError(f"'{' '.join(compiler)} --version' failed: {err}") from None
     include = find_headers()
     return Toolchain(
         compiler, done.stdout.strip(), include, api_version(include), arch_flags(compiler)
@@ -246,6 +285,13 @@ def build_shared_library(
         problem = manifest_problem(manifest)
         if problem is None:
             return library
+        no_room = directory / f"{stem}.nospace.json"
+        remembered = remembered_space_failure(no_room)
+        if remembered is not None:
+            raise NativeUnavailableError(
+                f"{remembered} (found by an earlier build, which is tried again when the "
+                "cache, the compiler or its flags change, or when there is more room)"
+            )
         if library.exists():
             why = f"the cached copy cannot be used: {problem}"
         else:
@@ -259,6 +305,9 @@ def build_shared_library(
             with notice:
                 _compile(source, library, tools, all_flags)
             write_manifest(manifest, {library.name: library})
+        except OutOfSpaceError as err:
+            remember_space_failure(no_room, str(err), [directory, tempfile.gettempdir()])
+            raise
         except OSError as err:
             raise NativeUnavailableError(cache_dir_problem(err, directory)) from None
     return library
@@ -275,6 +324,10 @@ def _compile(source: str, library: Path, tools: Toolchain, flags: Sequence[str])
     command = [*tools.compiler, *flags, "-I", str(tools.include), str(source_path), "-o", temporary]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        no_room = space_problem(done.stderr) if done.returncode != 0 else None
+        if no_room is not None:
+            source_path.unlink(missing_ok=True)  # give its room back; rewritten on a retry
+            raise OutOfSpaceError(out_of_space(directory, library.name, no_room))
         if done.returncode != 0:
             raise OrtBackendError(
                 f"building {library.name} failed ({' '.join(command)}):\n{done.stderr[-4000:]}"

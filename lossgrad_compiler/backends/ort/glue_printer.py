@@ -13,14 +13,58 @@ from lossgrad_compiler.backends.cxx_messages import attribute_messages, unknown_
 from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
 from lossgrad_compiler.backends.ort.cxx_text import cxx_float_literal
 from lossgrad_compiler.backends.ort.variants import (
-    OPERAND_INDEX,
+    SELF_AND_TARGET,
     KernelTypes,
     attribute_classes,
+    class_label,
     kernel_types,
+    operand_constant,
 )
 
 # Slots: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
 NUM_SLOTS = 8
+SLOT_BITS = (("kSelf0", 1), ("kTarget0", 2), ("kSummed", 4))
+"""The C++ names of the slot bits (print_constants defines them; glue.h's rank0_pattern
+gives the first two)."""
+
+
+def slot_expression(slot: int) -> str:
+    """A slot as the C++ of its named bits: `kSelf0 | kSummed`, `kFull` for none."""
+    names = [name for name, bit in SLOT_BITS if slot & bit]
+    return " | ".join(names) if names else "kFull"
+
+
+def print_constants() -> str:
+    """The named counts, operand indices and masks the glue uses, from spec.INPUT_NAMES;
+    the iteration templates (cxx/iteration.h) are written for as many operands."""
+    operands = [
+        f"constexpr int {operand_constant(name)} = {k};" for k, name in enumerate(spec.INPUT_NAMES)
+    ]
+    slots = [f"constexpr int {name} = {bit};" for name, bit in SLOT_BITS]
+    return "\n".join(
+        [
+            "namespace lossgrad {",
+            "// The inputs, in spec.INPUT_NAMES order: operand k is input k; bit k of an operand",
+            "// mask stands for operand k.",
+            f"constexpr int kInputs = {len(spec.INPUT_NAMES)};",
+            *operands,
+            "static_assert(kInputs == kNumOperands, "
+            '"cxx/iteration.h is written for another number of operands");',
+            f"constexpr unsigned {SELF_AND_TARGET} = "
+            f"(1u << {operand_constant('self')}) | (1u << {operand_constant('target')});"
+            "  // B = broadcast(self, target)",
+            "// The slot of a call within its attribute class: which of self and target are 0-d,",
+            "// and whether the result is summed into an operand's shape.",
+            "constexpr int kFull = 0;",
+            *slots,
+            f"constexpr int kSlots = {NUM_SLOTS};  // slots per attribute class",
+            "constexpr int variant_key(int attribute_class, int slot) {",
+            "  return attribute_class * kSlots + slot;",
+            "}",
+            "}  // namespace lossgrad",
+            "",
+        ]
+    )
 
 
 def attrs_struct_name(op: spec.OperatorSpec) -> str:
@@ -140,28 +184,28 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
     returns the error status."""
     name = cxx_identifier(op.name)
     n = len(spec.INPUT_NAMES)
-    follows = OPERAND_INDEX.get(op.differentiates)
+    follows = operand_constant(op.differentiates) if op.differentiates else None
     lines = [
         f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, std::vector<int64_t>* "
         f"result_dims) {{",
         "  // Per-thread buffers: their capacity is reused, so a call allocates nothing on the",
         "  // heap (the vectors are only this function's scratch, never held across calls).",
-        f"  thread_local Input in[{n}];",
-        f"  for (size_t i = 0; i < {n}; ++i) {{",
+        "  thread_local Input in[kInputs];",
+        "  for (size_t i = 0; i < kInputs; ++i) {",
         "    in[i].present = false;",
         "    in[i].data = nullptr;",
         "    in[i].dims.clear();",
         "    LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
         "  }",
-        f"  const bool present[{n}] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
+        f"  const bool present[kInputs] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
         f"  lossgrad_shapes::Failure failure = {check_present_name(op)}(present);",
         "  if (failure.code) return invalid(failure.message);",
-        f"  const std::vector<int64_t>* const dims[{n}] = "
+        "  const std::vector<int64_t>* const dims[kInputs] = "
         f"{{{', '.join(f'&in[{i}].dims' for i in range(n))}}};",
         "  thread_local std::vector<int64_t> b, space;",
         f"  failure = {check_shapes_name(op)}(dims, &b, &space);",
         "  if (failure.code) return invalid(failure.message);",
-        f"  for (int i = 0; i < {n}; ++i) {{",
+        "  for (int i = 0; i < kInputs; ++i) {",
         "    c->shapes.operand[i] = to_shape(in[i].dims);",
         "    c->data[i] = in[i].data;",
         "    c->type[i] = in[i].type;",
@@ -204,7 +248,7 @@ def print_compute(
             index = f"a.{field}"
         terms.append(f"{index} * {radix}" if radix != 1 else index)
         radix *= count
-    cases = []
+    calls: dict[str, list[str]] = {}  # one return statement → its case labels
     for (classes, slot), (kernel, params, arguments) in sorted(slots.items()):
         combined = 0
         scale = 1
@@ -212,10 +256,12 @@ def print_compute(
             combined += k * scale
             scale *= len(attribute_classes(attribute))
         args = "".join(f", {argument}" for argument in arguments)
-        cases.append(
-            f"    case {combined * NUM_SLOTS + slot}: return run_variant<variants::{kernel}>"
-            f"(c, variants::{params}(c.shapes{args}));"
+        call = f"return run_variant<variants::{kernel}>(c, variants::{params}(c.shapes{args}));"
+        calls.setdefault(call, []).append(
+            f"    case variant_key({combined}, {slot_expression(slot)}):"
+            f"  // {class_label(op, classes)}"
         )
+    cases = [line for call, labels in calls.items() for line in [*labels, f"      {call}"]]
     struct_name = attrs_struct_name(op)
     return (
         f"OrtStatus* compute_{name}_{type_name}(const void* kernel, OrtKernelContext* ctx) {{\n"
@@ -228,8 +274,8 @@ def print_compute(
         "result_dims.size(), &output));\n"
         "  LOSSGRAD_TRY(g_api->GetTensorMutableData(output, &c.out));\n"
         f"  const int attribute_class = {' + '.join(terms)};\n"
-        "  const int slot = c.rank0_pattern() | (c.reduces ? 4 : 0);\n"
-        f"  switch (attribute_class * {NUM_SLOTS} + slot) {{\n"
+        "  const int slot = c.rank0_pattern() | (c.reduces ? kSummed : kFull);\n"
+        "  switch (variant_key(attribute_class, slot)) {\n"
         + "\n".join(cases)
         + "\n    default: break;\n  }\n"
         f"  return failure({cxx_string_literal(op.name + ': no kernel variant for this call')});\n"

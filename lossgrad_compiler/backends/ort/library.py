@@ -6,21 +6,24 @@ C++ standard library and onnxruntime_c_api.h, and exports only RegisterCustomOps
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import resources
 
-from lossgrad_compiler import spec
+from xdsl.dialects.builtin import ModuleOp
+
+from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.cxx_messages import print_message_tables
 from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_source
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.glue_printer import (
     print_attribute_reader,
     print_compute,
+    print_constants,
     print_registration,
     print_shape_checks,
 )
-from lossgrad_compiler.backends.ort.variant_printer import Variant
 from lossgrad_compiler.backends.ort.variants import (
+    LoweredVariant,
+    class_label,
     kernel_signatures,
     lowered_variants,
     parameter_arguments,
@@ -62,30 +65,78 @@ def runtime_header(name: str) -> str:
 
 class _Variants:
     """Printed kernels and parameter functions, each printed once however many slots share
-    it."""
+    it, each with a comment saying what it serves: operator, element types, attribute
+    class and broadcast pattern."""
 
     def __init__(self) -> None:
         self.kernels: dict[str, str] = {}
         self.params: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
-        self.texts: list[str] = []
+        self.order: list[tuple[str, str]] = []  # ("kernel", name) or ("params", name)
+        self.bodies: dict[str, str] = {}
+        self.serves: dict[str, dict[str, list[str]]] = {}  # name → use → patterns
+        self.params_of: dict[str, tuple[str, LoweredVariant]] = {}
 
-    def add(self, variant: Variant) -> tuple[str, str]:
-        """(kernel struct name, parameter function name) of a variant."""
+    def add(self, lowered: LoweredVariant) -> tuple[str, str]:
+        """(kernel struct name, parameter function name) of a lowered variant."""
+        variant = lowered.variant
         kernel = self.kernels.get(variant.kernel_body)
         if kernel is None:
             kernel = self.kernels[variant.kernel_body] = f"K{len(self.kernels)}"
-            self.texts.append(f"struct {kernel} {{\n{variant.kernel_body}}};\n")
+            self.bodies[kernel] = variant.kernel_body
+            self.order.append(("kernel", kernel))
         key = (kernel, variant.params_body, variant.parameters)
         params = self.params.get(key)
         if params is None:
             params = self.params[key] = f"params{len(self.params)}"
-            self.texts.append(variant.params_function(params, kernel))
+            self.params_of[params] = (kernel, lowered)
+            self.order.append(("params", params))
+        for name in (kernel, params):
+            uses = self.serves.setdefault(name, {})
+            uses.setdefault(_use(lowered), []).append(lowered.pattern)
         return kernel, params
 
+    def texts(self) -> list[str]:
+        printed = []
+        for kind, name in self.order:
+            if kind == "kernel":
+                printed.append(
+                    f"{self._label(name, 'serves')}struct {name} {{\n{self.bodies[name]}}};\n"
+                )
+            else:
+                kernel, lowered = self.params_of[name]
+                label = self._label(name, f"makes the Params of {kernel} for")
+                printed.append(label + lowered.variant.params_function(name, kernel))
+        return printed
 
-@cache
-def library_source() -> str:
-    """The library's C++ source (deterministic: the same compiler gives the same text)."""
+    def _label(self, name: str, verb: str) -> str:
+        lines = [f"// {name} {verb} (operator, compute -> result type, attribute class: patterns)"]
+        for use, patterns in self.serves[name].items():
+            lines.append(f"//   {use}: {', '.join(dict.fromkeys(patterns))}")
+        return "\n".join(lines) + "\n"
+
+
+def _use(lowered: LoweredVariant) -> str:
+    """`KlDivBackward, float32 -> float16, reduction=mean log_target=0`: the kernel loads
+    every input by its run-time type, so one serves every input combination of these
+    compute and result types."""
+    op = lowered.op
+    result = op.result_type(dict(zip(spec.INPUT_NAMES, lowered.inputs, strict=True)))
+    compute = spec.compute_type(spec.promote_types(lowered.inputs))
+    return f"{op.name}, {compute.name} -> {result.name}, {class_label(op, lowered.classes)}"
+
+
+PATTERN_LEGEND = """\
+// Each variant below says what it serves. Patterns (backends/ort/variants.py): full (self and
+// target of rank >= 1), self0 / target0 / both0 (those operands 0-d), sum (the result summed
+// into the shape of the operand it takes). The kernels load each input by its run-time
+// element type, so one serves every input combination of its compute and result types.
+"""
+
+
+def library_source(module: ModuleOp) -> str:
+    """The library's C++ source from the level 2 of variants.library_signatures() in
+    variants.LIBRARY_FORM (deterministic: the same module gives the same text)."""
+    lowered = {f.name: f for f in level2.signature_functions(module)}
     variants = _Variants()
     glue: list[str] = []
     for op in spec.OPERATORS.values():
@@ -93,18 +144,18 @@ def library_source() -> str:
         glue.append(print_shape_checks(op))
         for types, inputs in kernel_signatures(op).items():
             slots: dict[tuple[tuple[int, ...], int], tuple[str, str, tuple[str, ...]]] = {}
-            for lowered in lowered_variants(op, inputs):
+            for one in lowered_variants(op, inputs, lowered):
                 key = (
-                    tuple(c.index for c in lowered.classes),
-                    RANK0_BITS[lowered.pattern] | (4 if lowered.variant.reduces else 0),
+                    tuple(c.index for c in one.classes),
+                    RANK0_BITS[one.pattern] | (4 if one.variant.reduces else 0),
                 )
                 if key in slots:
                     raise OrtBackendError(
-                        f"{op.name}: pattern '{lowered.pattern}' gives a variant for a slot "
+                        f"{op.name}: pattern '{one.pattern}' gives a variant for a slot "
                         "that another pattern already fills"
                     )
-                kernel, params = variants.add(lowered.variant)
-                slots[key] = (kernel, params, parameter_arguments(lowered))
+                kernel, params = variants.add(one)
+                slots[key] = (kernel, params, parameter_arguments(one))
             glue.append(print_compute(op, types, slots))
     parts = [
         _PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION),
@@ -112,8 +163,9 @@ def library_source() -> str:
         lossgrad_shapes_source(),
     ]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]
-    parts.append("namespace lossgrad {\nnamespace variants {\n")
-    parts += variants.texts
+    parts.append(print_constants())
+    parts.append("namespace lossgrad {\nnamespace variants {\n" + PATTERN_LEGEND)
+    parts += variants.texts()
     parts.append("}  // namespace variants\n\n")
     parts += glue
     parts.append(print_registration(list(spec.OPERATORS.values())))

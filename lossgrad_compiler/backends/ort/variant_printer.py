@@ -13,9 +13,10 @@ every rank and broadcast pattern:
   already widened, and the `truncf` before the yield becomes the store conversion, both done
   in blocks;
 * run-time parameters: the function's parameter arguments (`n`, the divisor of the scale,
-  and `beta`) are arguments of the variant's `make_params`; the glue computes n from
-  spec.divisor_rule and passes the node's beta. The ops above the body that the body reads
-  (the scale 1/n, beta rounded to the compute type) are printed in `make_params` as they are.
+  and `beta`) are arguments of the variant's `make_params`; the glue computes n as the
+  function's divisor (`lossgrad.divisor`) says and passes the node's beta. The ops above
+  the body that the body reads (the scale 1/n, beta rounded to the compute type) are
+  printed in `make_params` as they are.
 * a division by such a value (d / beta) multiplies by its reciprocal when that is exact
   (beta a power of two: cxx/vmath.h's exact_reciprocal), the same value bit for bit; the
   choice is one loop-invariant test, which the compiler hoists out of the loop.

@@ -1,4 +1,5 @@
-"""The set of variants the kernel library needs, built by lowering level-1 functions.
+"""The set of variants the kernel library needs: their signatures, which the pipeline lowers
+in the run-time-parameter form (`LIBRARY_FORM`), and what each lowered one becomes.
 
 Attributes are run-time values of a node, so the library holds one variant per
 (op, kernel types, attribute class, shape pattern) and the glue picks one per call:
@@ -21,36 +22,36 @@ Attributes are run-time values of a node, so the library holds one variant per
 
 The glue selects the pattern from the run-time shapes: which of self/target are 0-d, and
 whether the result is summed (the rule of docs/level2.md and reference.sum_to_shape).
+
+This module runs no lowering: `library_signatures()` is the backend's request, and
+`runtime.ort` hands back their level 2 (frontend.lowering, the cache every target shares).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-
-from xdsl.builder import ImplicitBuilder
-from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
-from xdsl.ir import Attribute
 
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.cxx import cxx_identifier
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.variant_printer import Variant, print_variant
-from lossgrad_compiler.context import make_context
-from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
+from lossgrad_compiler.frontend.lowering import LoweringForm
+from lossgrad_compiler.frontend.signature import Pattern, Signature
 
-_D = DYNAMIC_INDEX
-PATTERNS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
-    # name: (self shape, target shape); grad_output is 0-d
+LIBRARY_FORM = LoweringForm.RUNTIME_PARAMETERS
+"""The level-2 form the library's variants are printed from."""
+
+_D = None  # a dynamic dimension (frontend/signature.py's Pattern)
+PATTERNS: dict[str, tuple[Pattern, Pattern]] = {
+    # name: (self pattern, target pattern); grad_output is 0-d
     "full": ((_D, _D), (_D, _D)),
     "self0": ((), (_D, _D)),
     "target0": ((_D, _D), ()),
     "both0": ((), ()),
 }
-_SUM_SHAPE = (_D, 1)
+_SUM_SHAPE: Pattern = (_D, 1)
 OPERAND_INDEX = {name: i for i, name in enumerate(spec.INPUT_NAMES)}
 
 
@@ -74,7 +75,7 @@ def attribute_classes(attribute: spec.AttributeSpec) -> list[AttrClass]:
     raise ValueError(f"attribute '{attribute.name}' has no finite set of level-2 forms")
 
 
-def patterns(op: spec.OperatorSpec) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+def patterns(op: spec.OperatorSpec) -> dict[str, tuple[Pattern, Pattern]]:
     found = dict(PATTERNS)
     if op.differentiates == "self":
         found["sum"] = (_SUM_SHAPE, (_D, _D))
@@ -83,7 +84,7 @@ def patterns(op: spec.OperatorSpec) -> dict[str, tuple[tuple[int, ...], tuple[in
     return found
 
 
-Inputs = tuple[spec.FloatType, spec.FloatType, spec.FloatType]  # grad_output, self, target
+Inputs = tuple[spec.FloatType, ...]  # one per spec.INPUT_NAMES
 
 
 @dataclass(frozen=True)
@@ -117,70 +118,104 @@ def kernel_signatures(op: spec.OperatorSpec) -> dict[KernelTypes, Inputs]:
 
 
 @dataclass(frozen=True)
+class VariantSignature:
+    """One variant the library needs: its attribute classes and pattern, as a signature."""
+
+    op: spec.OperatorSpec
+    inputs: Inputs
+    classes: tuple[AttrClass, ...]
+    pattern: str
+    signature: Signature
+
+
+@dataclass(frozen=True)
 class LoweredVariant:
     op: spec.OperatorSpec
     inputs: Inputs
     classes: tuple[AttrClass, ...]
     pattern: str
+    function: level2.Level2Function
     variant: Variant
 
 
-def level2_function(
-    op: spec.OperatorSpec,
-    inputs: Inputs,
-    attrs: dict[str, object],
-    self_shape: tuple[int, ...],
-    target_shape: tuple[int, ...],
-) -> func.FuncOp:
-    """A level-1 function with one op of `op` on inputs of these element types, lowered by
-    lower-lossgrad in the run-time-parameter form."""
-    shapes = ((), self_shape, target_shape)
-    types = [TensorType(_mlir_float(e), s) for e, s in zip(inputs, shapes, strict=True)]
-    function = func.FuncOp("variant", (types, []))
-    with ImplicitBuilder(function.body) as (go, x, t):
-        result = make_op(op.name, go, x, t, spec.check_attributes(op, attrs))
-        func.ReturnOp(result)
-    function.function_type = func.FunctionType.from_lists(types, [result.results[0].type])
-    module = ModuleOp([function])
-    LowerLossgradPass(runtime_parameters=True).apply(make_context(), module)
-    return function
-
-
-def _mlir_float(element: spec.FloatType) -> Attribute:
-    return MLIR_FLOAT_TYPES[element.mlir]
-
-
-def lowered_variants(op: spec.OperatorSpec, inputs: Inputs) -> Iterator[LoweredVariant]:
+def variant_signatures(op: spec.OperatorSpec, inputs: Inputs) -> list[VariantSignature]:
     """Every (attribute classes, pattern) variant of one op for inputs of these types."""
     per_attribute = [attribute_classes(a) for a in op.attributes]
+    found = []
     for classes in itertools.product(*per_attribute):
-        attrs = {c.attribute.name: c.value for c in classes}
-        for name, (self_shape, target_shape) in patterns(op).items():
-            function = level2_function(op, inputs, attrs, self_shape, target_shape)
-            variant = print_variant(function)
-            yield LoweredVariant(op, inputs, tuple(classes), name, variant)
+        attrs = spec.check_attributes(op, {c.attribute.name: c.value for c in classes})
+        for name, (self_pattern, target_pattern) in patterns(op).items():
+            signature = Signature(
+                op.name, inputs, ((), self_pattern, target_pattern), tuple(attrs.items())
+            )
+            found.append(VariantSignature(op, inputs, tuple(classes), name, signature))
+    return found
+
+
+def library_signatures() -> list[Signature]:
+    """The signatures of every variant of the library, to be lowered in LIBRARY_FORM."""
+    return [
+        v.signature
+        for op in spec.OPERATORS.values()
+        for inputs in kernel_signatures(op).values()
+        for v in variant_signatures(op, inputs)
+    ]
+
+
+def lowered_variants(
+    op: spec.OperatorSpec, inputs: Inputs, lowered: Mapping[str, level2.Level2Function]
+) -> Iterator[LoweredVariant]:
+    """Every variant of one op for inputs of these types, printed from its level 2
+    (`lowered`: the LIBRARY_FORM functions of library_signatures(), by name)."""
+    for v in variant_signatures(op, inputs):
+        function = lowered.get(v.signature.id)
+        if function is None:
+            raise OrtBackendError(f"the library's level 2 has no function @{v.signature.id}")
+        yield LoweredVariant(op, inputs, v.classes, v.pattern, function, print_variant(function))
 
 
 def parameter_arguments(lowered: LoweredVariant) -> tuple[str, ...]:
-    """The glue's C++ argument for each run-time parameter of a variant: n by
-    spec.divisor_rule from the call's shapes (`c.shapes`), an attribute from the node's
-    attributes (`a.<name>`)."""
-    attrs = {c.attribute.name: c.value for c in lowered.classes}
-    self_rank = 0 if lowered.pattern in ("self0", "both0") else 1
+    """The glue's C++ argument for each run-time parameter of a variant: n as the divisor
+    its level 2 scales by (`Level2Scale.divisor`) computes it from the call's shapes
+    (`c.shapes`), an attribute from the node's attributes (`a.<name>`)."""
     arguments = []
     for name in lowered.variant.parameter_names:
         if name == level2.PARAMETER_N:
-            arguments.append(_divisor_expression(spec.divisor_rule(attrs["reduction"], self_rank)))
+            scale = lowered.function.scale
+            if scale is None:
+                raise OrtBackendError(f"@{lowered.function.name} takes n but scales nothing")
+            arguments.append(divisor_expression(scale.divisor))
         else:
             arguments.append(f"a.{cxx_identifier(name)}")
     return tuple(arguments)
 
 
-def _divisor_expression(divisor: spec.Divisor | None) -> str:
+SELF_AND_TARGET = "kSelfAndTarget"
+"""The glue's name of the operand mask {self, target} (glue_printer.print_constants)."""
+
+
+def operand_constant(name: str) -> str:
+    """The glue's name of an input's operand index: `self` → `kSelf`."""
+    return "k" + "".join(word.capitalize() for word in name.split("_"))
+
+
+def divisor_expression(divisor: spec.Divisor) -> str:
     """n as the C++ of cxx/iteration.h's Shapes."""
     if divisor is spec.Divisor.NUMEL:
-        mask = (1 << OPERAND_INDEX["self"]) | (1 << OPERAND_INDEX["target"])
-        return f"c.shapes.broadcast_numel({mask}u)"
+        return f"c.shapes.broadcast_numel({SELF_AND_TARGET})"
     if divisor is spec.Divisor.BATCH:
-        return f"c.shapes.dim({OPERAND_INDEX['self']}, 0)"
-    raise OrtBackendError("a variant takes n where spec.divisor_rule scales nothing")
+        return f"c.shapes.dim({operand_constant('self')}, 0)"
+    raise OrtBackendError(f"no C++ for the divisor {divisor}")
+
+
+def class_label(op: spec.OperatorSpec, classes: tuple[AttrClass, ...] | tuple[int, ...]) -> str:
+    """An attribute class in words: `reduction=mean log_target=0`, `beta>0`."""
+    parts = []
+    for attribute, found in zip(op.attributes, classes, strict=True):
+        chosen = found if isinstance(found, AttrClass) else attribute_classes(attribute)[found]
+        if attribute.choices is None and attribute.minimum is not None:
+            relation = "=" if chosen.index == 0 else ">"
+            parts.append(f"{attribute.name}{relation}{attribute.minimum:g}")
+        else:
+            parts.append(f"{attribute.name}={chosen.value}")
+    return " ".join(parts)

@@ -5,7 +5,7 @@
 // RUN: lossgrad-opt %s -p convert-linalg-to-hfusion | lossgrad-opt | filecheck %s
 // RUN: lossgrad-opt %s -p convert-linalg-to-hfusion --print-op-generic | lossgrad-opt | filecheck %s
 
-func.func @sl1_f16(%g: tensor<f16>, %x: tensor<?x4xf16>, %t: tensor<1x4xf16>) -> tensor<?x4xf16> attributes {lossgrad.op_type = "SmoothL1LossBackward", lossgrad.attributes = {reduction = "mean", beta = 5.000000e-01 : f64}} {
+func.func @sl1_f16(%g: tensor<f16>, %x: tensor<?x4xf16>, %t: tensor<1x4xf16>) -> tensor<?x4xf16> attributes {lossgrad.op_type = "SmoothL1LossBackward", lossgrad.attributes = {reduction = "mean", beta = 5.000000e-01 : f64}, lossgrad.divisor = "numel(broadcast(self, target))"} {
   %c0 = arith.constant 0 : index
   %dim = tensor.dim %x, %c0 : tensor<?x4xf16>
   %c4 = arith.constant 4 : index
@@ -104,7 +104,7 @@ func.func @sl1_sign(%g: tensor<3x1xf32>, %x: tensor<3x4xf32>, %t: tensor<3x4xf32
 // CHECK-NEXT:    %[[R:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[GB]], %[[S2]] : tensor<3x4xf32>, tensor<3x4xf32>)
 // CHECK-NEXT:    func.return %[[R]] : tensor<3x4xf32>
 
-func.func @kl_target_sum(%g: tensor<?x4xbf16>, %x: tensor<?x4xbf16>, %t: tensor<1x4xbf16>) -> tensor<1x4xbf16> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "batchmean", log_target = 0 : i64}} {
+func.func @kl_target_sum(%g: tensor<?x4xbf16>, %x: tensor<?x4xbf16>, %t: tensor<1x4xbf16>) -> tensor<1x4xbf16> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "batchmean", log_target = 0 : i64}, lossgrad.divisor = "self.shape[0]"} {
   %c0 = arith.constant 0 : index
   %dim = tensor.dim %x, %c0 : tensor<?x4xbf16>
   %n_i64 = arith.index_cast %dim : index to i64
@@ -158,6 +158,36 @@ func.func @kl_target_sum(%g: tensor<?x4xbf16>, %x: tensor<?x4xbf16>, %t: tensor<
 // CHECK-NEXT:    %[[R:.*]] = hfusion.cast {round_mode = #hfusion.round_mode<rint>} ins(%[[X]] : tensor<1x4xf32>) outs(%[[EH]] : tensor<1x4xbf16>) -> tensor<1x4xbf16>
 // CHECK-NEXT:    func.return %[[R]] : tensor<1x4xbf16>
 
+func.func @kl_sum_f32(%g: tensor<f32>, %x: tensor<?x4xf32>, %t: tensor<4xf32>) -> tensor<4xf32> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "sum", log_target = 0 : i64}} {
+  %init = tensor.empty() : tensor<4xf32>
+  %zero = arith.constant 0.000000e+00 : f32
+  %zeros = linalg.fill ins(%zero : f32) outs(%init : tensor<4xf32>) -> tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]} ins(%g, %x, %t : tensor<f32>, tensor<?x4xf32>, tensor<4xf32>) outs(%zeros : tensor<4xf32>) {
+  ^bb0(%0: f32, %1: f32, %2: f32, %3: f32):
+    %4 = arith.constant 1.000000e+00 : f32
+    %5 = math.log %2 : f32
+    %6 = arith.addf %5, %4 : f32
+    %7 = arith.subf %6, %1 : f32
+    %8 = arith.mulf %0, %7 : f32
+    %9 = arith.constant 0.000000e+00 : f32
+    %10 = arith.cmpf oeq, %2, %9 : f32
+    %11 = arith.select %10, %9, %8 : f32
+    %12 = arith.addf %3, %11 : f32
+    linalg.yield %12 : f32
+  } -> tensor<4xf32>
+  func.return %r : tensor<4xf32>
+}
+// A float32 sum, which no narrowing cast follows, reaches the return through max(s, s), the
+// same numbers: returned straight from the linalg.reduce, AscendNPU IR 1.2.0's reduction
+// schedule sums the tiles into a buffer it never initialises.
+// CHECK-LABEL: func.func @kl_sum_f32(
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK-NEXT:    %[[INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    %[[SUM:.*]] = linalg.reduce ins(%{{.*}}:tensor<?x4xf32>) outs(%[[INIT]]:tensor<4xf32>) dimensions = [0]
+// CHECK:         }
+// CHECK-NEXT:    %[[R:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<max_signed>} ins(%[[SUM]], %[[SUM]] : tensor<4xf32>, tensor<4xf32>) outs(%[[E]] : tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    func.return %[[R]] : tensor<4xf32>
+
 func.func @kl_target_ones(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<1x1xf32>) -> tensor<1x1xf32> attributes {lossgrad.op_type = "KlDivTargetBackward", lossgrad.attributes = {reduction = "none", log_target = 0 : i64}} {
   %init = tensor.empty() : tensor<1x1xf32>
   %zero = arith.constant 0.000000e+00 : f32
@@ -178,11 +208,12 @@ func.func @kl_target_ones(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<1x1xf
   func.return %r : tensor<1x1xf32>
 }
 // A 1x1 result is summed over every loop to a 0-d tensor and broadcast back to 1x1 (xDSL
-// rejects the expand_shape from rank 0 that MLIR takes).
+// rejects the expand_shape from rank 0 that MLIR takes); max(s, s) as in @kl_sum_f32.
 // CHECK-LABEL: func.func @kl_target_ones(
 // CHECK:         %[[SUM:.*]] = linalg.reduce ins(%{{.*}}:tensor<2x3xf32>) outs(%{{.*}}:tensor<f32>) dimensions = [0, 1]
-// CHECK:         %[[E:.*]] = tensor.empty() : tensor<1x1xf32>
-// CHECK-NEXT:    %[[R:.*]] = linalg.broadcast ins(%[[SUM]]:tensor<f32>) outs(%[[E]]:tensor<1x1xf32>) dimensions = [0, 1]
+// CHECK:         %[[KEPT:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<max_signed>} ins(%[[SUM]], %[[SUM]] : tensor<f32>, tensor<f32>)
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<1x1xf32>
+// CHECK-NEXT:    %[[R:.*]] = linalg.broadcast ins(%[[KEPT]]:tensor<f32>) outs(%[[E]]:tensor<1x1xf32>) dimensions = [0, 1]
 // CHECK-NEXT:    func.return %[[R]] : tensor<1x1xf32>
 
 func.func @kl_scalar_target(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<f32>) -> tensor<2x3xf32> attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "none", log_target = 1 : i64}} {
@@ -229,7 +260,7 @@ func.func @kl_scalar_product(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<1x
 // CHECK-NEXT:    %[[R:.*]] = linalg.fill ins(%[[N]] : f32) outs(%[[E]] : tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:    func.return %[[R]] : tensor<2x3xf32>
 
-func.func @kl_rank0(%g: tensor<f32>, %x: tensor<f32>, %t: tensor<f32>) -> tensor<f32> attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "mean", log_target = 0 : i64}} {
+func.func @kl_rank0(%g: tensor<f32>, %x: tensor<f32>, %t: tensor<f32>) -> tensor<f32> attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "mean", log_target = 0 : i64}, lossgrad.divisor = "numel(broadcast(self, target))"} {
   %scale = arith.constant 1.000000e+00 : f32
   %init = tensor.empty() : tensor<f32>
   %r = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>, affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []} ins(%g, %x, %t : tensor<f32>, tensor<f32>, tensor<f32>) outs(%init : tensor<f32>) {

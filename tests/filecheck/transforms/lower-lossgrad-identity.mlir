@@ -9,7 +9,7 @@ func.func @sl1(%dy: tensor<f32>, %x: tensor<?x4xf16>, %t: tensor<?x4xf16>) -> te
   func.return %g : tensor<?x4xf32>
 }
 // CHECK-LABEL: func.func @sl1(
-// CHECK-SAME:    -> tensor<?x4xf32> attributes {lossgrad.op_type = "SmoothL1LossBackward", lossgrad.attributes = {reduction = "mean", beta = 5.000000e-01 : f64}} {
+// CHECK-SAME:    -> tensor<?x4xf32> attributes {lossgrad.op_type = "SmoothL1LossBackward", lossgrad.attributes = {reduction = "mean", beta = 5.000000e-01 : f64}, lossgrad.divisor = "numel(broadcast(self, target))"} {
 // CHECK:         %[[BETA:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK:         arith.divf %{{.*}}, %[[BETA]] : f32
 
@@ -47,7 +47,7 @@ func.func @kl_static(%dy: tensor<f32>, %x: tensor<2x3xbf16>, %t: tensor<2x3xbf16
   func.return %g : tensor<2x3xbf16>
 }
 // CHECK-LABEL: func.func @kl_static(
-// CHECK-SAME:    attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "mean", log_target = 1 : i64}}
+// CHECK-SAME:    attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "mean", log_target = 1 : i64}, lossgrad.divisor = "numel(broadcast(self, target))"}
 // CHECK-NEXT:    arith.constant 0.166666672 : f32
 
 // PARAM-LABEL: func.func @kl_static(

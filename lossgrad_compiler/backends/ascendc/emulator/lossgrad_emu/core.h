@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace lossgrad_emu {
 
@@ -28,8 +29,17 @@ struct RunState {
   int64_t block_num = 1;
 };
 
+// One AI-core launch of a call: what the op_host tiling function chose for it. The case
+// runner writes the launches of each call beside its output (runner.h).
+struct Launch {
+  std::string op_type;
+  uint32_t block_dim = 0;
+  std::vector<uint8_t> tiling;  // the tiling data, as the kernel receives it
+};
+
 Platform& platform();
 RunState& state();
+std::vector<Launch>& launches();  // of the call being run
 
 // Report a broken rule and end the process (exit status kViolationExit).
 [[noreturn]] void Violation(const std::string& instruction, const std::string& rule);

@@ -28,6 +28,11 @@ RunState& state() {
   return s;
 }
 
+std::vector<Launch>& launches() {
+  static std::vector<Launch> l;
+  return l;
+}
+
 void Violation(const std::string& instruction, const std::string& rule) {
   std::fprintf(stderr, "lossgrad ascendc emulator: kernel %s, block %lld: %s: %s\n", state().kernel.c_str(),
                static_cast<long long>(state().block_idx), instruction.c_str(), rule.c_str());
@@ -460,6 +465,7 @@ static aclnnStatus LaunchAiCore(const std::string& op_type, const TensorList& in
   const size_t tiling_size = context.GetRawTilingData()->GetDataSize();
   auto* tiling = static_cast<uint8_t*>(GmAlloc(tiling_size));
   std::memcpy(tiling, context.GetRawTilingData()->GetData(), tiling_size);
+  launches().push_back(Launch{op_type, block_dim, std::vector<uint8_t>(tiling, tiling + tiling_size)});
   uint64_t workspace_bytes = 0;
   for (size_t w : context.workspace()) workspace_bytes += w;
   auto* workspace = static_cast<uint8_t*>(GmAlloc(workspace_bytes));
@@ -564,14 +570,29 @@ int RunCaseFile(int argc, char** argv, aclnnStatus (*call)(Case&)) {
     Case c;
     c.signature = r.Get<uint32_t>();
     c.flags = r.Get<uint32_t>();
-    for (auto& t : c.inputs) t = ReadTensor(r, true);
+    c.input_count = r.Get<uint32_t>();
+    if (c.input_count > kMaxInputs) {
+      std::fprintf(stderr, "lossgrad ascendc runner: more inputs than the runner holds\n");
+      return 2;
+    }
+    for (uint32_t i = 0; i < c.input_count; ++i) c.inputs[i] = ReadTensor(r, true);
     c.out = ReadTensor(r, false);
-    c.reduction = r.Get<int64_t>();
-    c.log_target = r.Get<uint8_t>() != 0;
-    c.beta = r.Get<double>();
+    c.attribute_count = r.Get<uint32_t>();
+    if (c.attribute_count > kMaxAttributes) {
+      std::fprintf(stderr, "lossgrad ascendc runner: more attributes than the runner holds\n");
+      return 2;
+    }
+    for (uint32_t i = 0; i < c.attribute_count; ++i) {
+      if (r.Get<uint8_t>() == 0) {
+        c.attributes[i].i = r.Get<int64_t>();
+      } else {
+        c.attributes[i].f = r.Get<double>();
+      }
+    }
     platform().vector_cores = r.Get<uint32_t>();
     platform().ub_bytes = r.Get<uint64_t>();
     recent_error().clear();
+    launches().clear();
     const aclnnStatus status = call(c);
     const std::string message = status == ACLNN_SUCCESS ? "" : aclGetRecentErrMsg();
     const auto length = static_cast<uint32_t>(message.size());
@@ -581,7 +602,18 @@ int RunCaseFile(int argc, char** argv, aclnnStatus (*call)(Case&)) {
     std::fwrite(message.data(), 1, length, out);
     std::fwrite(&bytes, sizeof bytes, 1, out);
     std::fwrite(c.out->data, 1, bytes, out);
-    for (auto* t : c.inputs) FreeTensor(t);
+    const auto launch_count = static_cast<uint32_t>(launches().size());
+    std::fwrite(&launch_count, sizeof launch_count, 1, out);
+    for (const Launch& l : launches()) {
+      const auto name_length = static_cast<uint32_t>(l.op_type.size());
+      const auto tiling_length = static_cast<uint32_t>(l.tiling.size());
+      std::fwrite(&name_length, sizeof name_length, 1, out);
+      std::fwrite(l.op_type.data(), 1, name_length, out);
+      std::fwrite(&l.block_dim, sizeof l.block_dim, 1, out);
+      std::fwrite(&tiling_length, sizeof tiling_length, 1, out);
+      std::fwrite(l.tiling.data(), 1, tiling_length, out);
+    }
+    for (uint32_t i = 0; i < c.input_count; ++i) FreeTensor(c.inputs[i]);
     FreeTensor(c.out);
   }
   std::fclose(in);
