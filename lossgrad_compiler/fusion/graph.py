@@ -183,6 +183,8 @@ def readable(node: NodeProto) -> bool:
     schema gives (INT for every one but Constant's)."""
     if node.domain not in ("", "ai.onnx"):
         return False
+    if not node.attribute:  # most nodes the matcher walks (Mul, Sub, Where, ...): fast
+        return True
     known = KNOWN_ATTRIBUTES.get(node.op_type, frozenset())
     names = [a.name for a in node.attribute]
     if len(set(names)) != len(names) or not set(names) <= known:

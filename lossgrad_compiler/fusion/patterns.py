@@ -47,6 +47,8 @@ OPTIONAL_WIDENING_CAST = "WideningCast?"
 OPTIONAL_SUM_BACK = "SumBack?"
 
 
+_OPTIONAL = frozenset({OPTIONAL_FLOAT_CAST, OPTIONAL_WIDENING_CAST, OPTIONAL_SUM_BACK})
+
 VARIES = "varies"  # what a Const binds when its constant holds more than one value
 
 
@@ -146,6 +148,11 @@ class Matcher:
             yield binding.with_number(pattern.name, found)
             return
         node = self.index.producer.get(self.through_identity(value))
+        if pattern.op_type not in _OPTIONAL and (
+            node is None
+            or (node.op_type != pattern.op_type and MIRRORED.get(node.op_type) != pattern.op_type)
+        ):
+            return  # another op: nothing below can match (the common case, answered first)
         if node is not None and not readable(node):
             node = None  # an attribute the pass does not read: nothing is matched through it
         if pattern.op_type in (OPTIONAL_FLOAT_CAST, OPTIONAL_WIDENING_CAST):
