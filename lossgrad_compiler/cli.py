@@ -154,8 +154,8 @@ def build_parser(entries: Sequence[Registered] | None = None) -> argparse.Argume
         "--fuse-reassociate",
         action="store_true",
         help="with --fuse or --fuse-only: also fuse the forms that group operations otherwise "
-        "than the operators (results may differ near overflow and for infinite inputs; "
-        "docs/fusion.md)",
+        "than the operators (results may then differ near overflow and for infinite "
+        "inputs; off by default)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no report")
     return parser
