@@ -10,7 +10,8 @@ means follows what the target produces: a model or a module file, or a directory
 
 --fuse first replaces the standard-ONNX subgraphs that compute one of the three gradients
 (as exporters write them) by ai.lossgrad nodes (lossgrad_compiler.fuse), then compiles;
---fuse-only (--target onnx) writes the fused model and compiles nothing.
+--fuse-only (--target onnx) writes the fused model and compiles nothing. --fuse-reassociate
+also fuses the forms that group operations otherwise than the operators (docs/fusion.md).
 
 Errors are one line on stderr ("lossgrad-compile: error: ...", naming the node, the rule and
 the aclnn code) with exit status 1; usage errors (an option the target does not use) exit
@@ -149,6 +150,13 @@ def build_parser(entries: Sequence[Registered] | None = None) -> argparse.Argume
         action="store_true",
         help="fuse and write the fused model, compile nothing (--target onnx only)",
     )
+    parser.add_argument(
+        "--fuse-reassociate",
+        action="store_true",
+        help="with --fuse or --fuse-only: also fuse the forms that group operations otherwise "
+        "than the operators (results may then differ near overflow and for infinite "
+        "inputs; off by default)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no report")
     return parser
 
@@ -218,6 +226,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         )
     if args.fuse_only and args.mode is not None:
         parser.error("--fuse-only compiles nothing; drop --mode")
+    if args.fuse_reassociate and not (args.fuse or args.fuse_only):
+        parser.error("--fuse-reassociate applies to --fuse and --fuse-only")
     return args
 
 
@@ -336,7 +346,7 @@ def _fused(model: onnx.ModelProto, args: argparse.Namespace) -> tuple[onnx.Model
         return model, []
     from lossgrad_compiler.fusion import fuse  # deferred like the compiler: only --fuse needs it
 
-    fused, report = fuse(model)
+    fused, report = fuse(model, reassociate=args.fuse_reassociate)
     return fused, report.lines()
 
 

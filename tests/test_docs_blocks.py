@@ -19,7 +19,8 @@ The fence's info string says how a block is run:
   extra, where it is not (which fails under LOSSGRAD_NO_SKIPS=1, as in CI).
 * A fence without a language holds program output, diagrams or tables: it is not run.
 * A page whose blocks need more than a folder (docs/extending.md installs a plugin
-  package) is run by a test of its own, named in DEDICATED, which must run every block.
+  package; docs/fusion.md reads exported models) is run by a test of its own, named in
+  DEDICATED, which must run every block.
 
 Any other language fails, so that a new kind of example gets a runner before it gets a
 block.
@@ -46,7 +47,10 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 
 # Pages whose blocks a test of their own runs as written.
-DEDICATED = {"docs/extending.md": "tests/test_extending.py"}
+DEDICATED = {
+    "docs/extending.md": "tests/test_extending.py",
+    "docs/fusion.md": "tests/fusion/test_docs_fusion.py",  # the exported models it names
+}
 
 MODEL_MLIR = """\
 func.func @f(%go: tensor<f32>, %x: tensor<?x4xf32>, %t: tensor<4xf32>) -> tensor<?x4xf32> {

@@ -1,5 +1,7 @@
 """A read-only index of one ONNX graph for the matcher: producers, consumers, constants and
-the types and (symbolic) shapes that ONNX shape inference gives each value."""
+the types and (symbolic) shapes that ONNX shape inference gives each value; and the
+attribute and name helpers the pass reads a model with (attributes by name and type, never
+by position; every name any scope of the model defines)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, numpy_helper
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.onnx.graphs import attribute_graphs
 
 Dim = int | str | None
 
@@ -68,14 +71,21 @@ class GraphIndex:
             for name in (*node.input, *outer_names(node)):
                 if name:
                     self.consumers.setdefault(name, []).append(node)
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            if node.op_type == "Constant" and readable(node):
                 value = _constant_node_value(node)
                 if value is not None:
                     self.constants[node.output[0]] = value
         self.outputs = {o.name for o in self.graph.output}
+        self.onnx_opset = next(
+            (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None
+        )
         self._folded: dict[str, np.ndarray | None] = {}
         self.types: dict[str, ValueType] = {}
         self.infer(model)
+        # what ONNX shape inference itself knows (the pass may later know more, through
+        # shape-keeping Reshapes): a fused node's operands need the shape known to it, or
+        # the compiler (which infers again) compiles the node for other shapes
+        self.inferred: dict[str, ValueType] = dict(self.types)
 
     def infer(self, model: ModelProto) -> None:
         """Types and shapes from ONNX shape inference over `model` (this graph, or a copy
@@ -109,7 +119,7 @@ class GraphIndex:
 
     def _fold(self, name: str) -> np.ndarray | None:
         node = self.producer.get(name)
-        if node is None or node.domain not in ("", "ai.onnx"):
+        if node is None or not readable(node):
             return None
         args = [self.constant(i) for i in node.input]
         if not args or any(a is None for a in args):
@@ -120,9 +130,8 @@ class GraphIndex:
             if node.op_type == "Neg":
                 return -args[0]
             if node.op_type == "Cast":
-                to = onnx.helper.get_attribute_value(node.attribute[0])
-                dtype = onnx.helper.tensor_dtype_to_np_dtype(to)
-                return np.asarray(args[0]).astype(dtype)
+                dtype = cast_dtype(int_attribute(node, "to", None))
+                return None if dtype is None else np.asarray(args[0]).astype(dtype)
             if node.op_type == "Reciprocal":
                 return np.asarray(1, args[0].dtype) / args[0]
         return None
@@ -133,14 +142,114 @@ def outer_names(node: NodeProto) -> set[str]:
     they count as uses, so a value a branch reads is never taken for dead."""
     names: set[str] = set()
     for attr in node.attribute:
-        graphs = [attr.g] if attr.HasField("g") else list(attr.graphs)
-        for graph in graphs:
+        for graph in attribute_graphs(attr):
             inner = {v.name for v in graph.input} | {i.name for i in graph.initializer}
             inner |= {o for n in graph.node for o in n.output}
             for sub in graph.node:
                 names |= {v for v in sub.input if v and v not in inner}
                 names |= outer_names(sub) - inner
             names |= {o.name for o in graph.output if o.name not in inner}
+    return names
+
+
+def int_attribute(node: NodeProto, name: str, default: int | None) -> int | None:
+    """The INT attribute `name` of the node, `default` when it is absent, None when it is
+    there with another type or twice (the pass then reads nothing through the node)."""
+    found = [a for a in node.attribute if a.name == name]
+    if not found:
+        return default
+    if len(found) > 1 or found[0].type != AttributeProto.INT:
+        return None
+    return int(found[0].i)
+
+
+# Attributes the pass understands on the standard ops it reads; a node with any other
+# attribute is not read through (an attribute the ONNX schema does not have makes the model
+# invalid, and one it does have but the pass ignores could change the meaning).
+KNOWN_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "Cast": frozenset({"to", "saturate"}),
+    "ReduceSum": frozenset({"keepdims", "noop_with_empty_axes"}),
+    "ReduceProd": frozenset({"keepdims", "noop_with_empty_axes"}),
+    "Shape": frozenset({"start", "end"}),
+    "Gather": frozenset({"axis"}),
+    "Concat": frozenset({"axis"}),
+    "Reshape": frozenset({"allowzero"}),
+    "Constant": frozenset({"value", "value_float", "value_floats", "value_int", "value_ints"}),
+}
+
+
+def readable(node: NodeProto) -> bool:
+    """A standard node whose attributes are all ones the pass reads, each of the type its
+    schema gives (INT for every one but Constant's)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if not node.attribute:  # most nodes the matcher walks (Mul, Sub, Where, ...): fast
+        return True
+    known = KNOWN_ATTRIBUTES.get(node.op_type, frozenset())
+    names = [a.name for a in node.attribute]
+    if len(set(names)) != len(names) or not set(names) <= known:
+        return False
+    if node.op_type == "Constant":
+        return len(names) == 1
+    return all(a.type == AttributeProto.INT for a in node.attribute)
+
+
+def float_dtype(elem_type: int | None) -> np.dtype | None:
+    """The numpy type of one of the four float element types, else None."""
+    found = spec.float_type(elem_type) if elem_type is not None else None
+    return None if found is None else np.dtype(found.dtype)
+
+
+def cast_dtype(elem_type: int | None) -> np.dtype | None:
+    """The numpy type a Cast to `elem_type` gives, for the float, integer and bool types."""
+    if elem_type is None:
+        return float_dtype(None)
+    found = float_dtype(elem_type)
+    if found is not None:
+        return found
+    integral = {
+        onnx.TensorProto.INT64,
+        onnx.TensorProto.INT32,
+        onnx.TensorProto.INT16,
+        onnx.TensorProto.INT8,
+        onnx.TensorProto.UINT64,
+        onnx.TensorProto.UINT32,
+        onnx.TensorProto.UINT16,
+        onnx.TensorProto.UINT8,
+        onnx.TensorProto.BOOL,
+    }
+    if elem_type not in integral:
+        return None
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+def defined_names(model: ModelProto) -> set[str]:
+    """Every name a value or node has anywhere in the model: the main graph, every subgraph
+    (If, Loop and Scan bodies, to any depth) and every model-local function."""
+    names: set[str] = set()
+
+    def nodes(scope: list[NodeProto] | object) -> None:
+        for node in scope:  # type: ignore[attr-defined]
+            names.update(node.input)
+            names.update(node.output)
+            names.add(node.name)
+            for attr in node.attribute:
+                for sub in attribute_graphs(attr):
+                    graph(sub)
+
+    def graph(g: GraphProto) -> None:
+        for info in (*g.input, *g.output, *g.value_info):
+            names.add(info.name)
+        names.update(i.name for i in g.initializer)
+        names.update(i.values.name for i in g.sparse_initializer)
+        nodes(g.node)
+
+    graph(model.graph)
+    for function in model.functions:
+        names.update(function.input)
+        names.update(function.output)
+        nodes(function.node)
+    names.discard("")
     return names
 
 

@@ -1,8 +1,12 @@
 """The fusion pass: find decomposed loss gradients, prove them equal to one ai.lossgrad
 node, replace them, and report what was fused and what was left and why.
 
-A subgraph is fused only when
-* one of forms.py's patterns matches it, with the attribute values the form fixes;
+A subgraph is fused only when (docs/fusion.md states the guarantee this gives)
+* one of forms.py's patterns matches it, with the attribute values the form fixes, and the
+  form rounds as the operator's kernel does (or reassociate=True was asked for);
+* every rounding operation in it computes in one float type, and the fused node computes in
+  that type: a float64 computation between Casts becomes a float64 node with the Casts kept,
+  a float16 chain without widening Casts stays (the operator computes half types in float32);
 * no value computed inside it is read by anything else (it would have to stay computed:
   nothing would be saved, and the pass keeps every value the graph exposes);
 * grad_output and the reduction come out of scale.py, and beta is a float32 (the
@@ -10,12 +14,15 @@ A subgraph is fused only when
 * spec.validate accepts the new node's inputs, and its result type and shape (from
   ONNX shape inference) are exactly those of the value it replaces; where a sum back to an
   operand's shape ends the subgraph, it sums exactly the broadcast axes of the operator's
-  own iteration shape.
-Everything else is left as it is, with the reason in the report."""
+  own iteration shape;
+* the model imports ai.onnx opset 13 or later, where ai.lossgrad nodes run.
+Everything else is left as it is, with the reason in the report. Attributes are read by
+name and type (graph.py); the names the pass makes up are new in every scope of the model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import onnx
@@ -24,13 +31,28 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.fusion.forms import FORMS, SMOOTH_L1, Form
-from lossgrad_compiler.fusion.graph import GraphIndex, ValueType, outer_names
+from lossgrad_compiler.fusion.graph import (
+    GraphIndex,
+    ValueType,
+    defined_names,
+    int_attribute,
+    outer_names,
+    readable,
+    uniform,
+)
 from lossgrad_compiler.fusion.patterns import HALF_TYPES, Binding, Matcher, cast_target
 from lossgrad_compiler.fusion.report import Fused, FusionReport, LeftAlone
 from lossgrad_compiler.fusion.scale import Scale, ScaleFinder
 from lossgrad_compiler.onnx import builders
 
 _STANDARD = ("", "ai.onnx")
+# compile_model's oldest ai.onnx opset (backends/onnx/opsets.py; tests/fusion check they agree):
+# below it, ReduceSum and Squeeze take axes as attributes and no ai.lossgrad node runs
+MIN_ONNX_OPSET = 13
+# the operations that round their result (the others fusion reads are exact: Neg, Abs,
+# Sign, comparisons, Where, Expand, Reshape, Identity, widening Casts)
+SCALING = ("mean", "batchmean")  # reductions whose scale the node multiplies grad_output by
+ROUNDING_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Exp", "Log", "ReduceSum"})
 
 
 @dataclass
@@ -42,7 +64,16 @@ class _Tail:
     core: str = ""
     sums: NodeProto | None = None
     fits: bool = False
-    squeeze: NodeProto | None = None
+    after: NodeProto | None = None  # a Squeeze or Reshape after the sum
+
+
+@dataclass
+class _Left:
+    """A candidate left alone, and the nodes it spans (its reason is dropped from the report
+    when a fusion took those nodes after all, from a shorter tail)."""
+
+    left: LeftAlone
+    region: set[int]
 
 
 @dataclass
@@ -54,27 +85,32 @@ class _Plan:
     fused: Fused
 
 
-def fuse(model: ModelProto) -> tuple[ModelProto, FusionReport]:
+def fuse(model: ModelProto, *, reassociate: bool = False) -> tuple[ModelProto, FusionReport]:
     """A copy of `model` with every provable loss-gradient subgraph of its main graph
-    replaced by one ai.lossgrad node, and the report."""
+    replaced by one ai.lossgrad node, and the report.
+
+    `reassociate=True` also fuses the forms that group their operations otherwise than the
+    operator (PyTorch's KlDivTargetBackward, SmoothL1 with (s*d)/beta for most beta): results
+    then agree on moderate finite inputs, and may differ near overflow and for infinite
+    inputs (docs/fusion.md). Off by default, as a C compiler does not reassociate without
+    -ffast-math."""
     result = ModelProto()
     result.CopyFrom(model)
-    fuser = _Fuser(result)
+    fuser = _Fuser(result, reassociate)
     report = fuser.run()
     return result, report
 
 
 class _Fuser:
-    def __init__(self, model: ModelProto) -> None:
+    def __init__(self, model: ModelProto, reassociate: bool = False) -> None:
         self.model = model
+        self.reassociate = reassociate
         self.index = GraphIndex(model)
         self.matcher = Matcher(self.index)
         self.scales = ScaleFinder(self.index, self.matcher)
         self.claimed: set[int] = set()  # nodes of subgraphs already fused or left on purpose
         self._retype_through_checked_reshapes()
-        self.names = {v for n in model.graph.node for v in (*n.input, *n.output)}
-        self.names |= {i.name for i in model.graph.initializer}
-        self.names |= {i.name for i in model.graph.input}
+        self.names = defined_names(model)  # every scope's: what the pass adds is new in all
 
     def _retype_through_checked_reshapes(self) -> None:
         """Shape inference does not see that a Reshape to a shape of zeros (this project's
@@ -109,6 +145,7 @@ class _Fuser:
         consumed = self.claimed
         fused_nodes: set[int] = set()
         plans: list[_Plan] = []
+        lefts: list[_Left] = []
         for node in reversed(self.model.graph.node):
             if id(node) in consumed or node.domain not in _STANDARD or len(node.output) != 1:
                 continue
@@ -119,11 +156,15 @@ class _Fuser:
                 plans.append(found)
                 consumed |= found.dead
                 fused_nodes |= found.dead
-            elif isinstance(found, LeftAlone):
-                report.left.append(found)
-        report.left = [
-            left for left in report.left if id(self.index.producer[left.output]) not in fused_nodes
-        ]
+            elif isinstance(found, _Left):
+                lefts.append(found)
+        covered: set[int] = set()  # one reason per candidate: the outermost reading's
+        for left in lefts:
+            root = id(self.index.producer[left.left.output])
+            if root in fused_nodes or left.region & fused_nodes or root in covered:
+                continue
+            report.left.append(left.left)
+            covered |= left.region
         self._apply(plans)
         report.fused = [p.fused for p in reversed(plans)]
         report.left.reverse()
@@ -131,8 +172,8 @@ class _Fuser:
 
     # ------------------------------------------------------------------ matching
 
-    def _try_root(self, root: NodeProto) -> _Plan | LeftAlone | None:
-        first_reason: LeftAlone | None = None
+    def _try_root(self, root: NodeProto) -> _Plan | _Left | None:
+        first_reason: _Left | None = None
         for tail in self._tails(root):
             for form in FORMS:
                 if tail.sums is not None and form.op_type == SMOOTH_L1:
@@ -145,31 +186,36 @@ class _Fuser:
         return first_reason
 
     def _tails(self, root: NodeProto) -> list[_Tail]:
-        """The ways to read `root` as core + tail, longest tail first: a final Cast, then a
-        broadcast to the result's shape, then a sum back, each optional."""
+        """The ways to read `root` as core + tail, longest tail first: an Identity naming the
+        result, a final Cast, then a broadcast to the result's shape, then a sum back (with
+        a Squeeze or a Reshape after it), each optional."""
         tails = [_Tail(core=root.output[0])]
         nodes: list[NodeProto] = []
         node: NodeProto | None = root
         sums = None
         fits = False
-        if cast_target(root) in (*HALF_TYPES, TensorProto.FLOAT, TensorProto.DOUBLE):
-            nodes.append(root)
-            tails.insert(0, _Tail(list(nodes), root.input[0]))
-            node = self.index.producer.get(root.input[0])
-        if node is not None and node.domain in _STANDARD and self._fits(node):
+        if node.op_type == "Identity" and readable(node):
+            nodes.append(node)
+            node = self.index.producer.get(node.input[0])
+        floats = (*HALF_TYPES, TensorProto.FLOAT, TensorProto.DOUBLE)
+        if node is not None and readable(node) and cast_target(node) in floats:
+            nodes.append(node)
+            tails.insert(0, _Tail(list(nodes), node.input[0]))
+            node = self.index.producer.get(node.input[0])
+        if node is not None and readable(node) and self._fits(node):
             expand = self.index.producer[node.input[0]]
             nodes += [node, expand]
             fits = True
             tails.insert(0, _Tail(list(nodes), expand.input[0], fits=True))
             node = self.index.producer.get(expand.input[0])
-        squeeze = None
-        if node is not None and node.domain in _STANDARD and node.op_type == "Squeeze":
-            squeeze = node
+        after = None
+        if node is not None and readable(node) and node.op_type in ("Squeeze", "Reshape"):
+            after = node
             node = self.index.producer.get(node.input[0])
-        if node is not None and node.domain in _STANDARD and node.op_type == "ReduceSum":
-            nodes += [n for n in (squeeze, node) if n is not None]
+        if node is not None and readable(node) and node.op_type == "ReduceSum":
+            nodes += [n for n in (after, node) if n is not None]
             sums = node
-            tails.insert(0, _Tail(list(nodes), node.input[0], sums, fits, squeeze))
+            tails.insert(0, _Tail(list(nodes), node.input[0], sums, fits, after))
         return tails
 
     def _fits(self, node: NodeProto) -> bool:
@@ -194,91 +240,116 @@ class _Fuser:
 
     def _plan(
         self, root: NodeProto, tail: _Tail, form: Form, binding: Binding
-    ) -> _Plan | LeftAlone | None:
+    ) -> _Plan | _Left | None:
         output = root.output[0]
+        region = [*tail.nodes, *binding.nodes]
 
-        def left(reason: str) -> LeftAlone:
-            return LeftAlone(form.op_type, output, reason)
+        def left(reason: str) -> _Left:
+            return _Left(LeftAlone(form.op_type, output, reason), {id(n) for n in region})
 
         if not form.when(binding):
             return None
         if form.report_only:
             # a known gradient left as written: nothing inside it is fused piecemeal either
-            self.claimed |= {id(n) for n in (*tail.nodes, *binding.nodes)}
+            self.claimed |= {id(n) for n in region}
             return left(form.report_only)
         attrs = form.attributes(binding)
         if isinstance(attrs, str):
             return left(attrs)
         if "beta" in attrs and float(np.float32(attrs["beta"])) != attrs["beta"]:
             return left(f"beta {attrs['beta']!r} is not a float32 (the attribute's width)")
-        region = [*tail.nodes, *binding.nodes]
-        leaves = tuple(binding.values[k] for k in ("S", "X", "T") if k in binding.values)
-        s_value = binding.values.get("S")
-        dead = self._dead_after_replacing(root, leaves)
-        for node in region[1:]:
-            if id(node) not in dead:
-                users = [
-                    c.name or c.op_type
-                    for v in node.output
-                    for c in self.index.consumers.get(v, ())
-                    if id(c) not in dead and c is not root
-                ]
-                exposed = [v for v in node.output if v in self.index.outputs]
-                where = ", ".join(
-                    [*(f"node '{u}'" for u in users), *(f"graph output '{v}'" for v in exposed)]
-                )
-                return left(
-                    f"'{node.output[0]}' ({node.op_type}), computed inside the gradient, is "
-                    f"also read by {where}: fusing would compute it twice"
-                )
-        target = binding.values["T"]
-        result_type = self.index.type_of(output)
-        if result_type is None or not result_type.known_shape:
-            return left("shape inference does not give the result's type and shape")
-        constants: list[onnx.TensorProto] = []
-        self_value = self._self_operand(root, binding, result_type, dead)
-        if self_value is None and _small_static(result_type):
-            # KlDivBackward never reads self: a placeholder of its type and static shape
-            self_value = self._fresh(f"{output}_self")
-            zeros = np.zeros(result_type.shape, result_type.float_type.dtype)  # type: ignore[arg-type, union-attr]
-            constants.append(numpy_helper.from_array(zeros, self_value))
-            self.index.types[self_value] = result_type
-        if self_value is None and self.index.type_of(s_value or "") == result_type:
-            self_value = s_value  # last: it keeps the scale's nodes alive
-        if self_value is None:
-            return left("no value of self's type and shape to pass as self")
-        types = {n: self.index.type_of(v) for n, v in (("self", self_value), ("target", target))}
-        if any(t is None or not t.known_shape or t.float_type is None for t in types.values()):
-            return left("the operands' element types and shapes are not known")
-        self_type, target_type = types["self"], types["target"]
-        assert self_type is not None and target_type is not None
-        promoted = spec.promote_types([self_type.float_type, target_type.float_type])  # type: ignore[list-item]
-        scale = (
-            Scale(1.0, "sum")
-            if s_value is None
-            else self.scales.find(
-                form.op_type,
-                s_value,
-                self_type.shape,  # type: ignore[arg-type]
-                target_type.shape,  # type: ignore[arg-type]
-                spec.compute_type(promoted),
+        opset = self.index.onnx_opset
+        if opset is not None and opset < MIN_ONNX_OPSET:
+            self.claimed |= {id(n) for n in region}
+            return left(
+                f"the model imports ai.onnx opset {opset}; an ai.lossgrad node runs only in "
+                f"models of opset {MIN_ONNX_OPSET} or later (its function and compile_model's "
+                "standard ONNX need them), so the fused model would not run where this one does"
             )
-        )
+        s_value = binding.values.get("S")
+        regrouped = self._regrouping(form, attrs, s_value)
+        if regrouped is not None and not self.reassociate:
+            return left(
+                f"the graph computes {regrouped}: another order of operations, which can "
+                "change a result's class near overflow or with an infinite grad_output; "
+                "fuse(model, reassociate=True) (--fuse-reassociate) accepts it"
+            )
+        leaves = tuple(binding.values[k] for k in ("S", "X", "T") if k in binding.values)
+        dead = self._dead_after_replacing(root, leaves)
+        inside = {id(n) for n in region}
+        for node in region[1:]:
+            if id(node) in dead:
+                continue
+            # name the value that something outside the gradient reads (the others stay
+            # alive only because they feed it)
+            users = [
+                c.name or c.op_type
+                for v in node.output
+                for c in self.index.consumers.get(v, ())
+                if id(c) not in inside
+            ]
+            exposed = [v for v in node.output if v in self.index.outputs]
+            if not users and not exposed:
+                continue
+            where = ", ".join(
+                [*(f"node '{u}'" for u in users), *(f"graph output '{v}'" for v in exposed)]
+            )
+            return left(
+                f"'{node.output[0]}' ({node.op_type}), computed inside the gradient, is "
+                f"also read by {where}: fusing would compute it twice"
+            )
+        if any(id(node) not in dead for node in region[1:]):
+            return left("values computed inside the gradient are also read elsewhere")
+        result_type = self.index.type_of(output)
+        if result_type is None or not result_type.known_shape or result_type.float_type is None:
+            return left("shape inference does not give the result's type and shape")
+        compute = self._graph_compute(region, form, attrs)
+        if isinstance(compute, str):
+            return left(compute)
+        first: _Plan | _Left | None = None
+        for widen in (False, True):
+            outcome = self._operands(root, tail, form, binding, attrs, compute, widen, dead)
+            if isinstance(outcome, _Plan):
+                outcome.fused = replace(outcome.fused, reassociated=regrouped or "")
+                return outcome
+            if isinstance(outcome, str):
+                first = first or left(outcome)
+        return first
+
+    def _call(
+        self,
+        form: Form,
+        attrs: dict[str, Any],
+        scale: Scale,
+        s_value: str | None,
+        self_type: ValueType,
+        target_type: ValueType,
+        promoted: spec.FloatType,
+    ) -> tuple[spec.CheckedCall, str, np.ndarray | None, dict[str, Any]] | str:
+        """The node's call for this scale: (checked call, grad_output's value or "" for a new
+        constant, that constant, the attributes), or why it is not valid."""
+        go_constant: np.ndarray | None = None
         if isinstance(scale.grad_output, str):
             go_value = scale.grad_output
             go_type = self.index.type_of(go_value)
             if go_type is None or go_type.float_type is None or go_type.shape is None:
-                return left("grad_output's element type and shape are not known")
+                return "grad_output's element type and shape are not known"
         else:
-            exact = np.asarray(scale.grad_output, promoted.dtype)
-            if float(exact) != scale.grad_output:
-                return left(
+            go_value = ""
+            s_type = self.index.type_of(s_value or "")
+            for holder in (promoted, s_type.float_type if s_type is not None else None):
+                if holder is None:
+                    continue
+                exact = np.asarray(scale.grad_output, holder.dtype)
+                if float(exact) == scale.grad_output:
+                    go_constant = exact
+                    break
+            if go_constant is None:
+                return (
                     f"the folded scale {scale.grad_output!r} is not a {promoted.name}, so no "
                     "grad_output of the result's type gives it"
                 )
-            go_value = self._fresh(f"{output}_grad_output")
-            constants.append(numpy_helper.from_array(exact, go_value))
-            go_type = ValueType(promoted.onnx, ())
+            go_type = ValueType(spec.float_type(go_constant.dtype).onnx, ())  # type: ignore[union-attr]
         attrs = {**attrs, "reduction": scale.reduction}
         infos = {
             "grad_output": spec.TensorInfo(go_type.float_type.dtype, go_type.shape),  # type: ignore[union-attr]
@@ -288,20 +359,193 @@ class _Fuser:
         try:
             checked = spec.validate(form.op_type, infos, attrs)
         except LossGradError as err:
-            return left(f"the operands do not make a valid {form.op_type}: {err}")
+            return f"the operands do not make a valid {form.op_type}: {err}"
+        return checked, go_value, go_constant, attrs
+
+    def _check_call(
+        self,
+        form: Form,
+        checked: spec.CheckedCall,
+        required: spec.FloatType,
+        compute: spec.FloatType | None,
+        scale: Scale,
+        result_type: ValueType,
+        binding: Binding,
+        tail: _Tail,
+    ) -> str:
+        """Why the checked call does not compute what the subgraph computes ("" if it
+        does): its compute type, result type and shape, and the sums."""
+        # a form any type computes alike (compute None) still multiplies grad_output by the
+        # scale in the node's compute type: only a scaling reduction needs it to be the one
+        # the graph multiplied in
+        if (compute is not None or scale.reduction in SCALING) and checked.compute != required:
+            return _compute_mismatch(required, checked.compute)
         if checked.result_type.onnx != result_type.elem_type:
-            return left(
+            return (
                 f"{form.op_type} would give {checked.result_type.name}, the graph gives "
                 f"{helper.tensor_dtype_to_np_dtype(result_type.elem_type).name}"
             )
         if tuple(checked.result_shape or ()) != result_type.shape:
-            return left(
+            return (
                 f"{form.op_type} would give shape {list(checked.result_shape or ())}, the graph "
                 f"gives {list(result_type.shape)}"  # type: ignore[arg-type]
             )
-        sums = [*binding.sums, *([(tail.sums, tail.squeeze)] if tail.sums is not None else [])]
+        sums = [*binding.sums, *([(tail.sums, tail.after)] if tail.sums is not None else [])]
         if any(not self._sums_back(node, after, checked) for node, after in sums):
-            return left("the ReduceSum does not sum exactly the broadcast axes back")
+            return "the ReduceSum does not sum exactly the broadcast axes back"
+        return ""
+
+    def _regrouping(self, form: Form, attrs: dict[str, Any], s_value: str | None) -> str | None:
+        """How the form groups its operations where the operator's kernel groups them
+        otherwise (forms.py), or None when it rounds as the kernel does."""
+        if not form.order:
+            return None
+        s_is_one = s_value is None or uniform(self.index.constant(s_value)) == 1.0
+        return None if form.same_rounding(attrs, s_is_one) else form.order
+
+    def _graph_compute(
+        self, region: list[NodeProto], form: Form, attrs: dict[str, Any]
+    ) -> spec.FloatType | str | None:
+        """The one float type every rounding operation of the subgraph computes in (the
+        fused node must compute in it too), None where any type gives the same results, or
+        why there is none."""
+        if form.op_type == SMOOTH_L1 and attrs.get("beta") == 0.0:
+            # s * sign(d): the sign of a rounded difference is the exact one's (gradual
+            # underflow), and s times -1, 0 or 1 is exact in every float type
+            return None
+        types: dict[str, spec.FloatType] = {}
+        for node in region:
+            if node.op_type not in ROUNDING_OPS:
+                continue
+            found = self.index.type_of(node.output[0])
+            if found is None or found.float_type is None:
+                return f"the element type of '{node.output[0]}' ({node.op_type}) is not known"
+            types.setdefault(found.float_type.name, found.float_type)
+        if len(types) > 1:
+            return (
+                f"the gradient computes in {' and '.join(sorted(types))}; the operator "
+                "computes in one type"
+            )
+        return next(iter(types.values()), None)
+
+    def _widened(self, binding: Binding, key: str, compute: spec.FloatType) -> str | None:
+        """The operand `key` where the graph has it in the compute type: between the value
+        the pattern matched and the leaf behind Expand and widening Casts, the one nearest
+        the leaf whose element type is `compute`."""
+        leaf = binding.values[key]
+        value = self.matcher.through_identity(binding.raw.get(key, leaf))
+        best = None
+        for _ in range(64):  # a bounded walk down the chain leaf() followed
+            found = self.index.type_of(value)
+            if found is not None and found.float_type == compute:
+                best = value
+            node = self.index.producer.get(value)
+            if value == leaf or node is None or not readable(node):
+                break
+            if node.op_type == "Expand" or (
+                node.op_type == "Cast" and self.matcher.leaf(value) != value
+            ):
+                value = self.matcher.through_identity(node.input[0])
+                continue
+            break
+        return best
+
+    def _operands(
+        self,
+        root: NodeProto,
+        tail: _Tail,
+        form: Form,
+        binding: Binding,
+        attrs: dict[str, Any],
+        compute: spec.FloatType | None,
+        widen: bool,
+        dead: set[int],
+    ) -> _Plan | str | None:
+        """The node's operands, scale and reduction, checked; or why not. `widen` takes
+        self and target where the graph has them in its compute type (a float32 input cast
+        to float64 and computed there makes a float64 node, its Casts kept)."""
+        output = root.output[0]
+        result_type = self.index.type_of(output)
+        assert result_type is not None and result_type.float_type is not None
+        target = binding.values["T"]
+        x = binding.values.get("X")
+        if widen:
+            if compute is None:
+                return None
+            target = self._widened(binding, "T", compute) or ""
+            x = self._widened(binding, "X", compute) or "" if x is not None else None
+            if not target or x == "":
+                return None
+            if target == binding.values["T"] and x == binding.values.get("X"):
+                return None  # nothing to widen: the first try said it all
+        s_value = binding.values.get("S")
+        self_value = self._self_operand(root, binding, x, target, result_type, dead)
+        placeholder: np.ndarray | None = None
+        self_type = self.index.type_of(self_value) if self_value is not None else None
+        if self_value is None and _small_static(result_type):
+            # KlDivBackward never reads self: a placeholder of its type and static shape
+            placeholder = np.zeros(result_type.shape, result_type.float_type.dtype)  # type: ignore[arg-type]
+            self_type = result_type
+        unplaced = self_value is None and placeholder is None
+        if unplaced and s_value is not None and self.index.type_of(s_value) == result_type:
+            self_value, self_type = s_value, result_type  # last: keeps the scale's nodes
+        if self_value is None and placeholder is None:
+            return "no value of self's type and shape to pass as self"
+        target_type = self.index.type_of(target)
+        for found in (self_type, target_type):
+            if found is None or not found.known_shape or found.float_type is None:
+                return "the operands' element types and shapes are not known"
+        assert self_type is not None and target_type is not None
+        promoted = spec.promote_types([self_type.float_type, target_type.float_type])  # type: ignore[list-item]
+        required = compute
+        if required is None:  # any type computes the form alike: the scale's product decides
+            s_type = self.index.type_of(s_value or "")
+            operands = [promoted, *([s_type.float_type] if s_type and s_type.float_type else [])]
+            required = spec.compute_type(spec.promote_types(operands))
+        scales = [Scale(1.0, "sum")]
+        if s_value is not None:
+            shapes = (self_type.shape, target_type.shape)
+            found = self.scales.find(form.op_type, s_value, *shapes, required)  # type: ignore[arg-type]
+            # S itself as grad_output (reduction none) is always the graph's arithmetic
+            scales = [found] if found == Scale(s_value, "none") else [found, Scale(s_value, "none")]
+        first_reason = ""
+        for scale in scales:
+            call = self._call(form, attrs, scale, s_value, self_type, target_type, promoted)
+            if isinstance(call, str):
+                first_reason = first_reason or call
+                continue
+            checked, go_value, go_constant, attrs_with_reduction = call
+            unknown = [
+                v
+                for v in (go_value, self_value, target)
+                if v and self.index.inferred.get(v) != self.index.type_of(v)
+            ]
+            if unknown:
+                first_reason = first_reason or (
+                    f"ONNX shape inference does not give the shape of '{unknown[0]}', which the "
+                    "node would read: the compiler (which infers again) would take its sizes "
+                    "for dynamic ones"
+                )
+                continue
+            reason = self._check_call(
+                form, checked, required, compute, scale, result_type, binding, tail
+            )
+            if reason:
+                first_reason = first_reason or reason
+                continue
+            break
+        else:
+            return first_reason
+        attrs = attrs_with_reduction
+        # every check passed: name what the node adds
+        constants: list[onnx.TensorProto] = []
+        if placeholder is not None:
+            self_value = self._fresh(f"{output}_self")
+            constants.append(numpy_helper.from_array(placeholder, self_value))
+        if go_constant is not None:
+            go_value = self._fresh(f"{output}_grad_output")
+            constants.append(numpy_helper.from_array(go_constant, go_value))
+        assert self_value is not None
         dead = self._dead_after_replacing(root, (self_value, target, go_value))
         node = builders.make_node(
             form.op_type,
@@ -312,7 +556,7 @@ class _Fuser:
         )
         fused = Fused(
             form.op_type,
-            {k: v for k, v in attrs.items()},
+            dict(attrs),
             (go_value, self_value, target),
             output,
             form.written_by,
@@ -321,14 +565,20 @@ class _Fuser:
         return _Plan(root, node, constants, dead, fused)
 
     def _self_operand(
-        self, root: NodeProto, binding: Binding, result: ValueType, dead: set[int]
+        self,
+        root: NodeProto,
+        binding: Binding,
+        x: str | None,
+        target: str,
+        result: ValueType,
+        dead: set[int],
     ) -> str | None:
         """self: the bound X, else (KlDivBackward never reads it) a value of the result's
         type and shape: one whose shape the subgraph takes (a size check or a count for the
         scale) and that stays computed anyway, else the target; the caller falls back to a
         zeros placeholder, then to S."""
-        if "X" in binding.values:
-            return binding.values["X"]
+        if x is not None:
+            return x
         leaves = {v for k, v in binding.values.items() if k in ("S", "T")}
         # a witness that dies with the subgraph (a forward value kept only for its shape)
         # would be kept alive for nothing: only live ones, graph inputs included
@@ -337,7 +587,7 @@ class _Fuser:
             for w in self._shape_sources(root)
             if w not in leaves and id(self.index.producer.get(w)) not in dead
         ]
-        ordered = [*witnesses, binding.values["T"]]
+        ordered = [*witnesses, target]
         for value in ordered:
             if self.index.type_of(value) == result:
                 return value
@@ -369,16 +619,22 @@ class _Fuser:
         has as 1) is reduced and present in full in the summed value, and every other axis
         of it is B's or 1 and not reduced (the broadcast after the sum fills it)."""
         core_type = self.index.type_of(node.input[0])
-        axes_value = self.index.constant(node.input[1]) if len(node.input) > 1 else None
-        if core_type is None or not core_type.known_shape or axes_value is None:
+        keepdims = int_attribute(node, "keepdims", 1)
+        noop = int_attribute(node, "noop_with_empty_axes", 0)
+        if core_type is None or not core_type.known_shape or keepdims is None or noop is None:
             return False
         core = tuple(core_type.shape)  # type: ignore[arg-type]
+        has_axes = len(node.input) > 1 and node.input[1] != ""
+        axes_value = self.index.constant(node.input[1]) if has_axes else np.zeros(0, np.int64)
+        if axes_value is None or axes_value.dtype.kind not in "iu":
+            return False
         b = tuple(checked.iteration_shape or ())
         r = tuple(checked.result_shape or ())
         if len(core) > len(b) or any(a < -len(core) or a >= len(core) for a in axes_value.flat):
             return False
         axes = {int(a) % len(core) for a in axes_value.flat}
-        keepdims = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
+        if not axes and not noop:
+            axes = set(range(len(core)))  # no axes: ReduceSum adds over every axis
         dropped = axes if not keepdims else set()
         if after is not None:
             if not keepdims:
@@ -408,8 +664,11 @@ class _Fuser:
             squeezed = self.index.constant(after.input[1]) if len(after.input) > 1 else None
             return None if squeezed is None else {int(a) % rank for a in squeezed.flat}
         shape = self.index.constant(after.input[1])
-        if shape is None or tuple(int(d) for d in shape.flat) != result:
+        if shape is None or shape.dtype.kind not in "iu":
             return None
+        sizes = tuple(int(d) for d in shape.flat)
+        if sizes != result or (0 in sizes and int_attribute(after, "allowzero", 0) != 1):
+            return None  # a 0 without allowzero copies the input's size instead
         return set(range(rank - len(result)))
 
     def _dead_after_replacing(self, root: NodeProto, keeps: tuple[str, ...]) -> set[int]:
@@ -511,6 +770,15 @@ def _dim_names(dims: list[tuple[int, tuple[str, ...]]]) -> list[tuple[object, bo
         else:
             out.append((None, False))
     return out
+
+
+def _compute_mismatch(graph: spec.FloatType, node: spec.FloatType) -> str:
+    if graph.is_half:
+        return (
+            f"the graph computes in {graph.name}, rounding every operation to {graph.name}; "
+            "the operator computes half types in float32 and rounds once"
+        )
+    return f"the graph computes in {graph.name}; the fused node would compute in {node.name}"
 
 
 SELF_PLACEHOLDER_ELEMENTS = 4096  # the largest zeros constant made up to stand for self

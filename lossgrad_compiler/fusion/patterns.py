@@ -16,10 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-import onnx
 from onnx import NodeProto, TensorProto
 
-from lossgrad_compiler.fusion.graph import GraphIndex, ValueType, uniform
+from lossgrad_compiler.fusion.graph import (
+    GraphIndex,
+    ValueType,
+    int_attribute,
+    readable,
+    uniform,
+)
 
 COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Equal", "Max", "Min"})
 MIRRORED = {
@@ -41,6 +46,8 @@ OPTIONAL_WIDENING_CAST = "WideningCast?"
 # exporter sums a factor before multiplying by one that is constant along the summed axes).
 OPTIONAL_SUM_BACK = "SumBack?"
 
+
+_OPTIONAL = frozenset({OPTIONAL_FLOAT_CAST, OPTIONAL_WIDENING_CAST, OPTIONAL_SUM_BACK})
 
 VARIES = "varies"  # what a Const binds when its constant holds more than one value
 
@@ -82,14 +89,17 @@ P = _Builder()
 @dataclass(frozen=True)
 class Binding:
     values: dict[str, str] = field(default_factory=dict)
+    # what each Var was matched at, before looking through Expand and widening Casts: the
+    # pass takes operands there when the graph computes in a wider type than the leaves'
+    raw: dict[str, str] = field(default_factory=dict)
     numbers: dict[str, float | str] = field(default_factory=dict)
     nodes: tuple[NodeProto, ...] = ()  # the nodes matched by Op patterns, root first
     # (ReduceSum, the Reshape or Squeeze after it or None) of each SumBack? that summed:
     # the pass checks that each sums exactly the operator's broadcast axes
     sums: tuple[tuple[NodeProto, NodeProto | None], ...] = ()
 
-    def with_value(self, name: str, value: str) -> Binding:
-        return replace(self, values={**self.values, name: value})
+    def with_value(self, name: str, value: str, raw: str) -> Binding:
+        return replace(self, values={**self.values, name: value}, raw={**self.raw, name: raw})
 
     def with_number(self, name: str, number: float | str) -> Binding:
         return replace(self, numbers={**self.numbers, name: number})
@@ -117,7 +127,7 @@ class Matcher:
                 if binding.values[pattern.name] == bound:
                     yield binding
                 return
-            yield binding.with_value(pattern.name, bound)
+            yield binding.with_value(pattern.name, bound, value)
             return
         if isinstance(pattern, Const | Lit):
             constant = self.index.constant(self.through_identity(value))
@@ -138,6 +148,13 @@ class Matcher:
             yield binding.with_number(pattern.name, found)
             return
         node = self.index.producer.get(self.through_identity(value))
+        if pattern.op_type not in _OPTIONAL and (
+            node is None
+            or (node.op_type != pattern.op_type and MIRRORED.get(node.op_type) != pattern.op_type)
+        ):
+            return  # another op: nothing below can match (the common case, answered first)
+        if node is not None and not readable(node):
+            node = None  # an attribute the pass does not read: nothing is matched through it
         if pattern.op_type in (OPTIONAL_FLOAT_CAST, OPTIONAL_WIDENING_CAST):
             yield from self.match(pattern.inputs[0], value, binding)
             if node is None or node.op_type != "Cast":
@@ -153,12 +170,12 @@ class Matcher:
             after = None
             if node is not None and node.op_type in ("Reshape", "Squeeze"):
                 after, node = node, self.index.producer.get(node.input[0])
-            if node is not None and node.op_type == "ReduceSum" and node.domain in ("", "ai.onnx"):
+            if node is not None and node.op_type == "ReduceSum" and readable(node):
                 yield from self.match(
                     pattern.inputs[0], node.input[0], binding.with_sum(node, after)
                 )
             return
-        if node is None or node.domain not in ("", "ai.onnx"):
+        if node is None:
             return
         inputs = list(node.input)
         if node.op_type == pattern.op_type:
@@ -189,7 +206,7 @@ class Matcher:
         """The value behind Identity nodes and shape-keeping Reshapes."""
         while True:
             node = self.index.producer.get(value)
-            if node is None or node.domain not in ("", "ai.onnx"):
+            if node is None or not readable(node):
                 return value
             if node.op_type == "Identity" or (
                 node.op_type == "Reshape" and self._keeps_shape(node)
@@ -203,7 +220,7 @@ class Matcher:
         while True:
             value = self.through_identity(value)
             node = self.index.producer.get(value)
-            if node is None or node.domain not in ("", "ai.onnx"):
+            if node is None or not readable(node):
                 return value
             if node.op_type == "Expand":
                 value = node.input[0]
@@ -214,9 +231,9 @@ class Matcher:
             return value
 
     def _keeps_shape(self, node: NodeProto) -> bool:
-        allowzero = any(a.name == "allowzero" and a.i for a in node.attribute)
+        allowzero = int_attribute(node, "allowzero", 0)
         data = self.index.type_of(node.input[0])
-        if allowzero or data is None or data.shape is None:
+        if allowzero != 0 or data is None or data.shape is None:
             return False
         length = self._zeros_length(node.input[1])
         return length is not None and length == len(data.shape)
@@ -231,7 +248,7 @@ class Matcher:
                 return None
             return int(constant.size) if constant.ndim == 1 else 0
         node = self.index.producer.get(value)
-        if node is None or node.domain not in ("", "ai.onnx"):
+        if node is None or not readable(node):
             return None
         if node.op_type == "Add":
             lengths = [self._zeros_length(v) for v in node.input]
@@ -239,7 +256,7 @@ class Matcher:
                 return None
             nonzero = {n for n in lengths if n}
             return None if len(nonzero) > 1 else (nonzero.pop() if nonzero else 0)
-        if node.op_type == "Gather":
+        if node.op_type == "Gather" and int_attribute(node, "axis", 0) in (0, -1):
             data = self.index.constant(node.input[0])
             indices = self.index.type_of(node.input[1])
             if data is None or data.dtype.kind not in "iu" or data.any() or data.ndim != 1:
@@ -270,10 +287,7 @@ def _widens(source: ValueType | None, node: NodeProto) -> bool:
 
 
 def _cast_to(node: NodeProto) -> int | None:
-    for attr in node.attribute:
-        if attr.name == "to":
-            return int(onnx.helper.get_attribute_value(attr))
-    return None
+    return int_attribute(node, "to", None)
 
 
 def cast_target(node: NodeProto) -> int | None:

@@ -16,6 +16,9 @@ class Fused:
     output: str
     form: str  # which written form was recognised (e.g. "pytorch", "inline")
     removed_nodes: int
+    # how the graph grouped operations the operator groups otherwise ("" when it rounds as
+    # the operator does); only with fuse(model, reassociate=True)
+    reassociated: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,14 @@ class FusionReport:
         out = [self.summary()]
         for item in self.fused:
             attrs = ", ".join(f"{k}={v}" for k, v in item.attributes.items())
+            regrouped = (
+                f"; reassociated: the graph computed {item.reassociated}"
+                if item.reassociated
+                else ""
+            )
             out.append(
                 f"  fused {item.op_type}({attrs}) -> '{item.output}' from the {item.form} form "
-                f"({item.removed_nodes} node(s) removed)"
+                f"({item.removed_nodes} node(s) removed{regrouped})"
             )
         for left in self.left:
             out.append(f"  left '{left.output}' ({left.op_type}?): {left.reason}")

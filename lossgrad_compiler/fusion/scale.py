@@ -18,7 +18,7 @@ import onnx
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
-from lossgrad_compiler.fusion.graph import Dim, GraphIndex, uniform
+from lossgrad_compiler.fusion.graph import Dim, GraphIndex, int_attribute, readable, uniform
 from lossgrad_compiler.fusion.patterns import Matcher
 
 # A product of sizes: an integer factor times named dimensions (a multiset of names).
@@ -71,14 +71,14 @@ class ScaleFinder:
                     return Scale(1.0, reduction)
             return Scale(number, "none")
         node = self.index.producer.get(self.matcher.through_identity(s_value))
-        if node is not None and node.op_type == "Mul" and node.domain in ("", "ai.onnx"):
+        if node is not None and node.op_type == "Mul" and self._computes_in(node, compute):
             for go, k in (node.input, node.input[::-1]):
-                reduction = self._reciprocal_count(k, candidates) or self._folded_reciprocal(
+                reduction = self._reciprocal_count(
                     k, candidates, compute
-                )
+                ) or self._folded_reciprocal(k, candidates, compute)
                 if reduction is not None:
                     return Scale(self.matcher.leaf(go), reduction)
-        reduction = self._reciprocal_count(s_value, candidates)
+        reduction = self._reciprocal_count(s_value, candidates, compute)
         if reduction is not None:
             return Scale(1.0, reduction)
         return Scale(s_value, "none")
@@ -112,15 +112,24 @@ class ScaleFinder:
                 return reduction
         return None
 
-    def _reciprocal_count(self, value: str, candidates: dict[str, Monomial]) -> str | None:
-        """The reduction whose 1/n the value is: Div(1, Cast(n)) with n counted from shapes."""
+    def _computes_in(self, node: onnx.NodeProto, compute: spec.FloatType) -> bool:
+        """A readable standard node whose result has the compute type (so it rounds as the
+        fused node's own product or quotient does)."""
+        found = self.index.type_of(node.output[0])
+        return readable(node) and found is not None and found.float_type == compute
+
+    def _reciprocal_count(
+        self, value: str, candidates: dict[str, Monomial], compute: spec.FloatType
+    ) -> str | None:
+        """The reduction whose 1/n the value is: Div(1, Cast(n)) with n counted from shapes,
+        divided in the compute type."""
         node = self.index.producer.get(self.matcher.through_identity(value))
-        if node is None or node.op_type != "Div" or node.domain not in ("", "ai.onnx"):
+        if node is None or node.op_type != "Div" or not self._computes_in(node, compute):
             return None
         # the numerator may be a 1 broadcast first (the exporter's ones_like(...) / n)
         if uniform(self.index.constant(self.matcher.leaf(node.input[0]))) != 1.0:
             return None
-        count = self._count(node.input[1])
+        count = self._count(node.input[1], compute)
         if count is None:
             return None
         for reduction, n in candidates.items():
@@ -128,7 +137,10 @@ class ScaleFinder:
                 return reduction
         return None
 
-    def _count(self, value: str) -> Monomial | None:
+    def _count(self, value: str, compute: spec.FloatType | None) -> Monomial | None:
+        """n as a product of sizes where `value` holds it: at the Div, a float of the compute
+        type converted once from an integer count (as the node converts its n); below that
+        Cast (compute None), an int64 count."""
         constant = self.index.constant(value)
         if constant is not None:
             if constant.size != 1 or constant.dtype.kind not in "iuf":
@@ -136,20 +148,31 @@ class ScaleFinder:
             number = float(constant.reshape(-1)[0])
             return (int(number), ()) if number.is_integer() and number >= 0 else None
         node = self.index.producer.get(value)
-        if node is None or node.domain not in ("", "ai.onnx"):
+        if node is None or not readable(node):
             return None
-        if node.op_type in ("Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape"):
+        if node.op_type == "Identity":
+            return self._count(node.input[0], compute)
+        if compute is not None:
+            if node.op_type != "Cast" or int_attribute(node, "to", None) != compute.onnx:
+                return None  # counted in floats, or converted through another type
+            return self._count(node.input[0], None)
+        found = self.index.type_of(value)
+        if found is None or found.elem_type != onnx.TensorProto.INT64:
+            return None
+        if node.op_type in ("Cast", "Squeeze", "Unsqueeze", "Reshape"):
             dims = self.dims(node.input[0])
             if dims is not None and len(dims) == 1:
                 return dims[0]
-            return self._count(node.input[0]) if node.op_type in ("Cast", "Identity") else None
+            return self._count(node.input[0], None) if node.op_type == "Cast" else None
         if node.op_type == "Mul":
-            parts = [self._count(v) for v in node.input]
+            parts = [self._count(v, None) for v in node.input]
             return None if any(p is None for p in parts) else _product(parts)  # type: ignore[arg-type]
         if node.op_type == "ReduceProd":
             dims = self.dims(node.input[0])
             # over every axis of a 1-D vector: one element, whatever keepdims says
-            if dims is None or len(node.input) > 1 or any(a.name == "axes" for a in node.attribute):
+            if dims is None or len(node.input) > 1:
+                return None
+            if int_attribute(node, "noop_with_empty_axes", 0) != 0:
                 return None
             return _product(dims)
         dims = self.dims(value)
@@ -163,21 +186,25 @@ class ScaleFinder:
                 return None
             return [(int(v), ()) for v in constant.reshape(-1)]
         node = self.index.producer.get(value)
-        if node is None or node.domain not in ("", "ai.onnx"):
+        if node is None or not readable(node):
             return None
         if node.op_type == "Shape":
             source = self.index.type_of(node.input[0])
             if source is None or source.shape is None:
                 return None
             rank = len(source.shape)
-            start = _int_attribute(node, "start", 0)
-            end = _int_attribute(node, "end", rank)
+            start = int_attribute(node, "start", 0)
+            end = int_attribute(node, "end", rank)
+            if start is None or end is None:
+                return None
             picked = list(source.shape)[slice(start, end)]
             monomials = [_monomial([d]) for d in picked]
             return None if any(m is None for m in monomials) else monomials  # type: ignore[return-value]
         if node.op_type in ("Identity", "Cast", "Squeeze", "Unsqueeze"):
             return self.dims(node.input[0])
         if node.op_type == "Gather":
+            if int_attribute(node, "axis", 0) not in (0, -1):
+                return None
             dims = self.dims(node.input[0])
             indices = self.index.constant(node.input[1])
             if dims is None or indices is None or indices.ndim > 1:
@@ -187,6 +214,8 @@ class ScaleFinder:
             except IndexError:
                 return None
         if node.op_type == "Concat":
+            if int_attribute(node, "axis", 0) not in (0, -1):
+                return None
             parts = [self.dims(v) for v in node.input]
             if any(p is None for p in parts):
                 return None
@@ -198,10 +227,3 @@ def _one_over(n: int, compute: spec.FloatType) -> float:
     dtype = compute.dtype
     with np.errstate(divide="ignore"):
         return float(np.asarray(1, dtype) / np.asarray(n, dtype))
-
-
-def _int_attribute(node: onnx.NodeProto, name: str, default: int) -> int:
-    for attr in node.attribute:
-        if attr.name == name:
-            return int(attr.i)
-    return default

@@ -46,6 +46,7 @@ def export_training_step(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     fuse_gradients: bool = True,
+    reassociate: bool = False,
 ) -> tuple[onnx.ModelProto, FusionReport]:
     """Export `fn(*example_inputs)` (which returns a tensor or a tuple of tensors, e.g.
     gradients from `torch.autograd.grad`) as an ONNX model with ai.lossgrad nodes.
@@ -55,7 +56,10 @@ def export_training_step(
     `{0: torch.export.Dim("batch")}`. Input names default to `fn`'s parameter names. The
     fused model is written to `path` when given; the report says what was fused and what
     was left as the exporter wrote it, and why. `fuse_gradients=False` gives the exporter's
-    own model (to compare with, or to fuse later with `lossgrad-compile --fuse`)."""
+    own model (to compare with, or to fuse later with `lossgrad-compile --fuse`).
+    `reassociate=True` also fuses the exporter's forms that group operations otherwise than
+    the operators (KlDivTargetBackward with log_target 1; SmoothL1 with a mean and a beta
+    that is not a power of two at most 1): see fuse() and docs/fusion.md."""
     _check_version()
     inputs = tuple(example_inputs)
     names = list(input_names or _parameter_names(fn, len(inputs)))
@@ -75,7 +79,10 @@ def export_training_step(
             verbose=False,
         )
     exported = program.model_proto
-    fused, report = fuse(exported) if fuse_gradients else (exported, FusionReport())
+    if fuse_gradients:
+        fused, report = fuse(exported, reassociate=reassociate)
+    else:
+        fused, report = exported, FusionReport()
     if path is not None:
         onnx.save(fused, str(path))
     return fused, report

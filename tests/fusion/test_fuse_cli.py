@@ -81,3 +81,27 @@ def test_fuse_only_with_external_data(tmp_path: Path, capsys) -> None:
     fused = onnx.load(str(out))
     assert [n.op_type for n in fused.graph.node] == ["SmoothL1LossBackward"]
     assert any(i.name == "unused_weight" for i in fused.graph.initializer)
+
+
+def test_fuse_reassociate_is_opt_in(tmp_path: Path, capsys) -> None:
+    """The exporter's KlDivTargetBackward form groups its operations otherwise than the
+    operator: left by --fuse-only, fused by --fuse-only --fuse-reassociate, which says so."""
+    from tests.fusion.graphs import Recipe, build
+
+    source = tmp_path / "klt.onnx"
+    onnx.save(build(Recipe("klt_exporter", scale="const")).model, str(source))
+    out = tmp_path / "fused.onnx"
+    assert cli.main([str(source), "--fuse-only", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "fused nothing" in printed and "(--fuse-reassociate) accepts it" in printed
+    assert cli.main([str(source), "--fuse-only", "--fuse-reassociate", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "fused KlDivTargetBackward" in printed and "reassociated" in printed
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["KlDivTargetBackward"]
+
+
+def test_fuse_reassociate_needs_fuse(exported: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([str(exported), "--fuse-reassociate", "-o", "x.onnx"])
+    assert exit_info.value.code == 2
+    assert "--fuse-reassociate applies to --fuse and --fuse-only" in capsys.readouterr().err

@@ -110,4 +110,4 @@ def check_round_trip(case: Case, symbolic: bool) -> None:
         index = GraphIndex(fused)
         assert index.type_of(node.input[1]) == index.type_of("self")
     assert len(report.fused) == 1 and "inline" in report.fused[0].form
-    onnx.checker.check_model(fused)
+    onnx.checker.check_model(fused, full_check=True)

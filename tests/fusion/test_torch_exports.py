@@ -67,15 +67,24 @@ def _inputs(loss: str, attrs: dict[str, Any], dtype: str, shapes: tuple[tuple, t
     return x.to(DTYPES[dtype]), t.to(DTYPES[dtype])
 
 
-def _expected(loss: str, wrt: str, attrs: dict[str, Any], dynamic: bool) -> str | None:
+def _expected(
+    loss: str, wrt: str, attrs: dict[str, Any], dtype: str, dynamic: bool, reassociate: bool
+) -> str | None:
     """The ai.lossgrad op the fused model must hold, or None where the gradient is left."""
     if loss == "smooth_l1":
         return "SmoothL1LossBackward"
     if wrt == "target":
-        # the exporter's decomposition gives NaN at t == 0 where the operator gives 0
-        return "KlDivTargetBackward" if attrs["log_target"] else None
+        # log_target 0: the exporter's decomposition gives NaN at t == 0 where the operator
+        # gives 0. log_target 1: (s*(t - x))*exp(t) + s*exp(t) is another order than the
+        # operator's, fused only with reassociate=True, and computed in float16 for float16
+        # (the operator computes half types in float32)
+        if not attrs["log_target"] or not reassociate or dtype == "float16":
+            return None
+        return "KlDivTargetBackward"
     if not attrs["log_target"] and not dynamic:
         return None  # folded by the exporter into one Mul by a constant
+    if attrs["log_target"] and dtype == "float16":
+        return None  # Exp, Mul, Neg computed in float16, rounded after each
     return "KlDivBackward"
 
 
@@ -99,17 +108,32 @@ def _feeds(model: onnx.ModelProto, tensors: tuple) -> dict[str, np.ndarray]:
     return {i.name: t.numpy() for i, t in zip(model.graph.input, tensors, strict=True)}
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=_label)
-def test_exported_step_is_fused_and_matches_autograd(config: tuple) -> None:
+def _reassociating(config: tuple) -> bool:
+    """Configs whose exported form is fused only with reassociate=True: run both ways."""
+    loss, wrt, _reduction, attrs, dtype, _dynamic = config
+    return loss == "kl_div" and wrt == "target" and attrs["log_target"] and dtype != "float16"
+
+
+RUNS = [(c, False) for c in CONFIGS] + [(c, True) for c in CONFIGS if _reassociating(c)]
+
+
+@pytest.mark.parametrize(
+    ("config", "reassociate"),
+    RUNS,
+    ids=[_label(c) + ("-reassociate" if r else "") for c, r in RUNS],
+)
+def test_exported_step_is_fused_and_matches_autograd(config: tuple, reassociate: bool) -> None:
     loss, wrt, reduction, attrs, dtype, dynamic = config
     library_path()  # the native kernels must be there: no silent fallback to functions
     step = loss_gradient_step(loss, wrt, reduction, **attrs)
     x, t = _inputs(loss, attrs, dtype, ((4, 5), (4, 5)))
     shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
-    fused, report = export_training_step(step, (x, t), dynamic_shapes=shapes)
+    fused, report = export_training_step(
+        step, (x, t), dynamic_shapes=shapes, reassociate=reassociate
+    )
     exported, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
     ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
-    expected = _expected(loss, wrt, attrs, dynamic)
+    expected = _expected(loss, wrt, attrs, dtype, dynamic, reassociate)
     if expected is None:
         assert ours == [], report.lines()
         assert report.left, "a gradient left as written must be in the report"
@@ -131,21 +155,47 @@ def test_exported_step_is_fused_and_matches_autograd(config: tuple) -> None:
 
 
 @pytest.mark.parametrize(
-    ("loss", "wrt", "attrs", "op_type"),
+    ("loss", "wrt", "attrs", "op_type", "reassociate"),
     [
-        ("kl_div", "input", {"log_target": 1}, "KlDivBackward"),
-        # the exporter sums s*(t-x) and s*exp(t) over the batch, then multiplies by exp(t)
-        ("kl_div", "target", {"log_target": 1}, "KlDivTargetBackward"),
-        ("smooth_l1", "input", {"beta": 0.5}, "SmoothL1LossBackward"),
+        ("kl_div", "input", {"log_target": 1}, "KlDivBackward", False),
+        # the exporter sums s*(t-x) and s*exp(t) over the batch, then multiplies by exp(t):
+        # another order than the operator's
+        ("kl_div", "target", {"log_target": 1}, None, False),
+        ("kl_div", "target", {"log_target": 1}, "KlDivTargetBackward", True),
+        ("smooth_l1", "input", {"beta": 0.5}, "SmoothL1LossBackward", False),
     ],
 )
-def test_broadcast_target(loss: str, wrt: str, attrs: dict[str, Any], op_type: str | None) -> None:
+def test_broadcast_target(
+    loss: str, wrt: str, attrs: dict[str, Any], op_type: str | None, reassociate: bool
+) -> None:
     step = loss_gradient_step(loss, wrt, "mean", **attrs)
     x, t = _inputs(loss, attrs, "float32", ((4, 5), (5,)))
-    fused, report = export_training_step(step, (x, t))
+    fused, report = export_training_step(step, (x, t), reassociate=reassociate)
     ops = [n.op_type for n in fused.graph.node if n.domain == spec.DOMAIN]
     assert ops == ([op_type] if op_type else []), report.lines()
     result = run_session(session(fused), _feeds(fused, (x, t)))[0]
+    assert_close(result, step(x, t).detach().numpy(), "float32")
+
+
+@pytest.mark.parametrize(
+    ("self_shape", "after"), [((5,), ["Reshape"]), ((1, 5), []), ((4, 1), [])], ids=str
+)
+def test_broadcast_self_summed_back(self_shape: tuple[int, ...], after: list[str]) -> None:
+    """self broadcast against target: the exporter sums the gradient back to self's shape
+    with ReduceSum(keepdims=1), then a Reshape where self has fewer dimensions. That sum is
+    the operator's own: the whole gradient is one KlDivBackward."""
+    step = loss_gradient_step("kl_div", "input", "mean", log_target=1)
+    x, t = _inputs("kl_div", {"log_target": 1}, "float32", (self_shape, (4, 5)))
+    exported, _ = export_training_step(step, (x, t), fuse_gradients=False)
+    ops = [n.op_type for n in exported.graph.node]
+    summed = ops.index("ReduceSum")
+    assert ops[summed + 1 :] == after, ops  # the spelling this test is about
+    [reduce] = [n for n in exported.graph.node if n.op_type == "ReduceSum"]
+    assert {a.name: a.i for a in reduce.attribute}.get("keepdims", 1) == 1
+    fused, report = export_training_step(step, (x, t))
+    assert [n.op_type for n in fused.graph.node] == ["KlDivBackward"], report.lines()
+    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
+    assert result.shape == self_shape
     assert_close(result, step(x, t).detach().numpy(), "float32")
 
 
@@ -165,6 +215,29 @@ def test_step_summing_two_losses() -> None:
     results = run_session(session(fused), _feeds(fused, inputs))
     for got, want in zip(results, two_losses_step(*inputs), strict=True):
         assert_close(got, want.detach().numpy(), "float32")
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_aten_smooth_l1_backward_with_beta_zero(reduction: int) -> None:
+    """aten.smooth_l1_loss_backward called with beta 0 exports where(|d| < 0, (s*d)/0,
+    s*sign(d)): the division is never selected, so it is SmoothL1LossBackward with beta 0."""
+
+    def step(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        grad = torch.full((), 0.75, dtype=x.dtype)
+        return torch.ops.aten.smooth_l1_loss_backward(grad, x, t, reduction, 0.0)
+
+    x, t = _inputs("smooth_l1", {"beta": 0.0}, "float32", ((4, 5), (4, 5)))
+    x.view(-1)[:3] += 1.0  # no d == 0, where eager aten gives -grad and the export 0
+    fused, report = export_training_step(step, (x, t))
+    ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
+    assert [n.op_type for n in ours] == ["SmoothL1LossBackward"], report.lines()
+    got = {a.name: onnx.helper.get_attribute_value(a) for a in ours[0].attribute}
+    assert got["beta"] == 0.0
+    exported, _ = export_training_step(step, (x, t), fuse_gradients=False)
+    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
+    unfused = run_session(session(exported, native=False), _feeds(exported, (x, t)))[0]
+    np.testing.assert_array_equal(result, unfused)
+    assert_close(result, step(x, t).numpy(), "float32")
 
 
 def test_export_writes_the_file(tmp_path: Any) -> None:
