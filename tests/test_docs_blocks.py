@@ -181,6 +181,11 @@ def test_a_block_whose_extra_is_missing_skips_naming_it(monkeypatch) -> None:
 
 @pytest.mark.parametrize("block", by_language("python"), ids=lambda b: b.label)
 def test_python_block_runs_as_written(block: Block, workdir: Path) -> None:
+    run_python_block(block, workdir)
+
+
+def run_python_block(block: Block, workdir: Path) -> None:
+    """A python block run as a user pastes it: a fresh interpreter in a scratch folder."""
     needs_extra(block)
     run = subprocess.run(
         [sys.executable, "-c", block.code],

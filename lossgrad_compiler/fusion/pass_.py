@@ -428,6 +428,29 @@ class _Fuser:
             )
         return next(iter(types.values()), None)
 
+    def _scaled_in_half(self, go_value: str | None) -> str:
+        """Why a grad_output the graph computes in a half type cannot feed a node whose form
+        computes in any type (SmoothL1 with beta 0): ONNX Runtime's CPU provider computes
+        half arithmetic in float32 and drops the Casts between operations, so the node's
+        input would be rounded to the half type where neither ONNX's meaning (rounding after
+        every operation) nor ONNX Runtime's run of the graph (rounding at the end) rounds."""
+        if not go_value:
+            return ""
+        value = self.matcher.through_identity(go_value)
+        found = self.index.type_of(value)
+        node = self.index.producer.get(value)
+        if found is None or found.float_type is None or not found.float_type.is_half:
+            return ""
+        if node is None or node.op_type not in ROUNDING_OPS:
+            return ""
+        half = found.float_type.name
+        return (
+            f"the graph computes grad_output '{value}' ({node.op_type}) in {half}: ONNX "
+            f"Runtime computes {half} operations in float32 without the Casts between them, "
+            f"so the fused node would read it rounded where ONNX Runtime does not round the "
+            f"graph"
+        )
+
     def _widened(self, binding: Binding, key: str, compute: spec.FloatType) -> str | None:
         """The operand `key` where the graph has it in the compute type: between the value
         the pattern matched and the leaf behind Expand and widening Casts, the one nearest
@@ -529,7 +552,7 @@ class _Fuser:
                 continue
             reason = self._check_call(
                 form, checked, required, compute, scale, result_type, binding, tail
-            )
+            ) or (self._scaled_in_half(go_value) if compute is None else "")
             if reason:
                 first_reason = first_reason or reason
                 continue

@@ -4,9 +4,10 @@ The original graph's meaning is ONNX's, evaluated by onnx's ReferenceEvaluator, 
 operation rounds once to its element type. ONNX leaves three things open, and the check
 evaluates the original at each end of each:
 
-* Exp and Log: any result within E = 2 ulp of the exact value (ONNX does not specify their
-  accuracy; numpy's, ONNX Runtime's and the native library's are within about 1 ulp). The
-  original is evaluated with every Exp and Log result moved by k = -2..2 representable
+* Exp and Log: any result within E = 4 ulp of the exact value (ONNX does not specify their
+  accuracy; the native library's are within about 1 ulp, numpy's float32 exp and log, which
+  the ReferenceEvaluator and reference.py use, within 2.4 and 3.8 ulp on AVX-512 machines).
+  The original is evaluated with every Exp and Log result moved by k = -4..4 representable
   steps from the correctly rounded value, each kept within E ulp of the exact value (an
   infinity counts as the power of two just past the largest finite number).
 * Sign(NaN): ONNX defines Sign for negative, zero and positive inputs only. The original is
@@ -28,7 +29,7 @@ A result element is accepted when, against one of those evaluations, it has the 
 where C is the type the original computes in, R the result's type, M the sum of the
 magnitudes of the terms the element is made of (as in tests/helpers/magnitude.py, in long
 double here), tiny_C the smallest normal and q_C the smallest subnormal of C. (With the
-operations in the same order, an implementation whose exp and log are within 2 ulp computes
+operations in the same order, an implementation whose exp and log are within 4 ulp computes
 exactly one of the evaluations: nothing else can differ.)
 
 With `reassociate=True` (fuse(model, reassociate=True)), the pass may evaluate in another
@@ -52,8 +53,8 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.onnx import run_reference
 from tests.helpers.divisors import reduction_scale
 
-ULPS = 2  # E: how far an Exp or Log result may be from the exact value
-STEPS = (0, -1, 1, -2, 2)  # the correctly rounded evaluation first
+ULPS = 4  # E: how far an Exp or Log result may be from the exact value
+STEPS = (0, -1, 1, -2, 2, -3, 3, -4, 4)  # the correctly rounded evaluation first
 HP = np.longdouble  # the "exact" values: 64-bit significand on x86-64
 assert np.finfo(HP).nmant >= 63, "the contract check needs an 80-bit long double"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import onnx
@@ -22,6 +21,7 @@ from tests.test_docs_blocks import (
     environment,
     needs_extra,
     page_blocks,
+    run_python_block,
     shell_commands,
 )
 
@@ -47,16 +47,7 @@ def test_every_block_has_a_runner() -> None:
     "block", [b for b in BLOCKS if b.language == "python"], ids=lambda b: b.label
 )
 def test_python_block_runs_as_written(block: Block, workdir: Path) -> None:
-    needs_extra(block)
-    run = subprocess.run(
-        [sys.executable, "-c", block.code],
-        cwd=workdir,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert run.returncode == 0, f"{block.label} failed:\n{block.code}\n{run.stderr[-3000:]}"
+    run_python_block(block, workdir)
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "sh"], ids=lambda b: b.label)
