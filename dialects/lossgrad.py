@@ -412,7 +412,7 @@ def op_class(op: spec.OperatorSpec) -> type[LossGradOp]:
     namespace: dict[str, Any] = {
         "__module__": __name__,
         "__qualname__": class_name(op),
-        "__doc__": f"{op.doc} The level-1 op of {op.name} (docs/operators.md).",
+        "__doc__": f"{op.doc} The level-1 op of {op.name}.",
         "name": f"lossgrad.{op.mnemonic}",
         "SPEC": op,
         "PROPERTY_NAMES": tuple(a.name for a in op.attributes),
