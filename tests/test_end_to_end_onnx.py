@@ -14,7 +14,9 @@ type (float16, bfloat16, float32, float64) is complete; mixed element types take
 round-robin sample. The broadcast patterns of helpers.cases that the op takes are spread
 over the configurations (all of them for float32, five per configuration otherwise), each
 with a grad_output shape the op accepts and, round-robin, each way of giving the optional
-inputs (absent, and present in each of their shapes)."""
+inputs (absent, and present in each of their shapes). Each configuration is compiled in
+one of the two modes (functions, inline), in turn; LOSSGRAD_FULL_MATRIX=1 compiles each
+in both."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from tests.helpers.cases import (
     BROADCAST_PATTERNS,
     DTYPES,
     Case,
+    full_matrix,
     grad_output_shapes,
     make_case,
     mixed_dtype_combinations,
@@ -156,8 +159,20 @@ def check_outputs(outputs: list[np.ndarray], cases: list[Case], context: str) ->
         )
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("index", range(len(CONFIGS)), ids=[c[3] for c in CONFIGS])
+def _config_modes() -> list[Any]:
+    """Every configuration in both modes with LOSSGRAD_FULL_MATRIX=1; by default each one in
+    one mode, in turn, so that each operator, attribute variant and element type meets both
+    (the mode alternates along the configurations and again along the element types)."""
+    every = len(DTYPES)
+    return [
+        pytest.param(index, mode, id=f"{CONFIGS[index][3]}-{mode}")
+        for index in range(len(CONFIGS))
+        for k, mode in enumerate(MODES)
+        if full_matrix() or k == (index + index // every) % len(MODES)
+    ]
+
+
+@pytest.mark.parametrize(("index", "mode"), _config_modes())
 def test_compiled_model_matches_reference_in_onnxruntime(index: int, mode: str):
     cases = config_cases(index)
     model, feeds = cases_model(cases)

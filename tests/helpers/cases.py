@@ -46,6 +46,22 @@ def full_matrix() -> bool:
     return os.environ.get(FULL_MATRIX_ENV, "") not in ("", "0")
 
 
+def operator_type_variant_matrix(
+    op_types: Sequence[str], groups: Sequence[str], variants: Sequence[Any]
+) -> list[tuple[str, str, Any]]:
+    """The parameters of a test over operator x type group x variant (static or dynamic
+    shapes, an ONNX mode): by default every (operator, type group) pair once, its variant
+    taken in turn, so that every operator and every type group still meets every variant;
+    with LOSSGRAD_FULL_MATRIX=1 the whole cross product."""
+    if full_matrix():
+        return list(itertools.product(op_types, groups, variants))
+    return [
+        (op, group, variants[(i + j) % len(variants)])
+        for i, op in enumerate(op_types)
+        for j, group in enumerate(groups)
+    ]
+
+
 @dataclass(frozen=True)
 class BroadcastPattern:
     """Shapes of self and target; B = broadcast(self, target)."""
