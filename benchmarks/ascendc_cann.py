@@ -32,6 +32,15 @@ class CannKernel:
         return self.calls * self.compute_bytes // 2
 
 
+COMPARED = (
+    spec.KL_DIV_BACKWARD.name,
+    spec.KL_DIV_TARGET_BACKWARD.name,
+    spec.SMOOTH_L1_LOSS_BACKWARD.name,
+)
+"""The operators whose CANN kernels have been counted (`cann_kernel`); the loss family's
+newer operators have no figures here yet."""
+
+
 def cann_kernel(op: str, attrs: dict[str, Any], dtype: str, scalar_g: bool) -> CannKernel | None:
     """CANN's A2 kernel for the same case, or None when there is none to compare with."""
     narrow = dtype != "f32"

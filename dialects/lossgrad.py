@@ -1,9 +1,11 @@
 """The `lossgrad` dialect: level 1 of lossgrad_compiler.
 
 One op per operator of docs/operators.md, on ranked tensors of f16/bf16/f32/f64 (each operand typed
-independently; ranks 0-8; static or dynamic dims). The verifier is spec.validate itself, so
-the dialect, the ONNX schemas and the kernels reject the same calls with the same message.
-`lower-lossgrad` (passes/lower_lossgrad.py) turns these ops into level-2 IR.
+independently; ranks 0-8; static or dynamic dims), made from spec's table: an operand per
+input (optional inputs are optional operands), a property per attribute. The verifier is
+spec.validate itself, so the dialect, the ONNX schemas and the kernels reject the same calls
+with the same message. `lower-lossgrad` (passes/lower_lossgrad.py) turns these ops into
+level-2 IR.
 
     %r = lossgrad.smooth_l1_loss_backward %dy, %x, %t reduction = sum beta = 5.000000e-01
          : tensor<f32>, tensor<?x4xf32>, tensor<1x4xf32> -> tensor<?x4xf32>
@@ -12,7 +14,7 @@ the dialect, the ONNX schemas and the kernels reject the same calls with the sam
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, Self
 
@@ -34,10 +36,12 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Dialect, Operation, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     prop_def,
     result_def,
     traits_def,
@@ -91,11 +95,15 @@ def result_tensor_type(checked: spec.CheckedCall) -> TensorType:
 
 @lru_cache(maxsize=4096)
 def validate_types(
-    op_type: str, types: tuple[Attribute, ...], attrs: tuple[tuple[str, Any], ...]
+    op_type: str,
+    names: tuple[str, ...],
+    types: tuple[Attribute, ...],
+    attrs: tuple[tuple[str, Any], ...],
 ) -> spec.CheckedCall:
-    """spec.validate for operand types, memoised: a module repeats a few signatures many
-    times, and the verifier and the lowering both ask. Callers must not mutate the result."""
-    infos = dict(zip(spec.INPUT_NAMES, (tensor_info(t) for t in types), strict=True))
+    """spec.validate for the operand types of the inputs `names`, memoised: a module repeats
+    a few signatures many times, and the verifier and the lowering both ask. Callers must not
+    mutate the result."""
+    infos = dict(zip(names, (tensor_info(t) for t in types), strict=True))
     return spec.validate(op_type, infos, dict(attrs))
 
 
@@ -156,16 +164,34 @@ def _print_f64(printer: Printer, attr: Attribute) -> None:
 
 
 PropertySyntax = tuple[Callable[[Parser], Attribute], Callable[[Printer, Attribute], None]]
-PROPERTY_SYNTAX: dict[str, PropertySyntax] = {
+_SYNTAX_BY_KIND: dict[str, PropertySyntax] = {
     "reduction": (_parse_reduction, _print_reduction),
-    "log_target": (_parse_bool, _print_bool),
-    "beta": (_parse_f64, _print_f64),
+    "bool": (_parse_bool, _print_bool),
+    "f64": (_parse_f64, _print_f64),
 }
-"""How each property reads and prints in the custom form: `name = value`."""
+
+
+def _property_kind(attribute: spec.AttributeSpec) -> str:
+    """How an attribute is held as a property: `reduction` (ReductionAttr), `bool` (an INT
+    of choices 0/1), `f64` (a FLOAT, PyTorch's double: never rounded to f32)."""
+    if attribute.name == "reduction":
+        return "reduction"
+    if attribute.kind is spec.AttrKind.INT and set(attribute.choices or ()) <= {0, 1}:
+        return "bool"
+    if attribute.kind is spec.AttrKind.FLOAT:
+        return "f64"
+    raise TypeError(f"attribute '{attribute.name}' has no property form")
+
+
+def _operand_field(name: str) -> str:
+    """The Python field of an input's operand (`self` is a keyword's neighbour: `self_`)."""
+    return "self_" if name == "self" else name
 
 
 class LossGradOp(IRDLOperation):
-    """Shared operands, result, `reduction` and verifier of the three ops (not an op itself)."""
+    """What every lossgrad op shares: one operand per input of its operator (an optional
+    input is an optional operand), one result, one property per attribute, and the verifier,
+    which is spec.validate. The op classes are made from spec's table (`op_class`)."""
 
     SPEC: ClassVar[spec.OperatorSpec]
 
@@ -183,50 +209,69 @@ class LossGradOp(IRDLOperation):
 
     def __init__(
         self,
-        grad_output: SSAValue | Operation,
-        self_: SSAValue | Operation,
-        target: SSAValue | Operation,
+        inputs: Mapping[str, SSAValue | Operation | None] | Sequence[SSAValue | Operation | None],
         attrs: Mapping[str, Any] | None = None,
     ) -> None:
-        """Build from ONNX-style attributes; raises the spec's LossGradError on a bad call."""
-        operands = [SSAValue.get(v) for v in (grad_output, self_, target)]
+        """Build from the inputs (by name, or in the operator's order; an optional one may be
+        None or left out) and ONNX-style attributes; raises the spec's LossGradError on a
+        bad call."""
+        by_name = _inputs_by_name(self.SPEC, inputs)
         checked = spec.validate(
-            self.SPEC.name,
-            dict(zip(spec.INPUT_NAMES, (tensor_info(v.type) for v in operands), strict=True)),
-            attrs or {},
+            self.SPEC.name, {n: tensor_info(v.type) for n, v in by_name.items()}, attrs or {}
         )
+        operands: list[SSAValue | list[SSAValue]] = []
+        for spec_input in self.SPEC.inputs:
+            value = by_name.get(spec_input.name)
+            if spec_input.optional:
+                operands.append([] if value is None else [value])
+            else:
+                assert value is not None  # spec.validate required it
+                operands.append(value)
         super().__init__(
             operands=operands,
             result_types=[result_tensor_type(checked)],
             properties=self.properties_from_onnx(checked.attrs),
         )
 
-    # Custom form: `%go, %x, %t [reduction = mean] [log_target = true | beta = 0.5]
-    # [attr-dict] : type(go), type(x), type(t) -> type(result)`. Hand-written rather than
-    # declarative so that a non-finite beta (printed as hex bits) reads back, and because
-    # it parses faster.
+    # Custom form: `%go, %x, %t [weight %w] [pos_weight %pw] [reduction = mean]
+    # [log_target = true | beta = 0.5 | delta = 1.0] [attr-dict] : <type of each operand>
+    # -> type(result)`. Hand-written rather than declarative so that a non-finite float
+    # (printed as hex bits) reads back, and because it parses faster.
     @classmethod
     def parse(cls, parser: Parser) -> Self:
         unresolved = [parser.parse_unresolved_operand()]
         for _ in range(2):
             parser.parse_punctuation(",")
             unresolved.append(parser.parse_unresolved_operand())
+        optional = cls.SPEC.optional_inputs
+        present: list[str] = []
+        while (name := parser.parse_optional_keyword_in(optional)) is not None:
+            if name in present:
+                parser.raise_error(f"operand '{name}' given twice")
+            if present and optional.index(name) < optional.index(present[-1]):
+                parser.raise_error(f"operand '{name}' comes before {present[-1]}")
+            present.append(name)
+            unresolved.append(parser.parse_unresolved_operand())
         properties: dict[str, Attribute] = {}
         while (name := parser.parse_optional_keyword_in(cls.PROPERTY_NAMES)) is not None:
             if name in properties:
                 parser.raise_error(f"property '{name}' given twice")
             parser.parse_punctuation("=")
-            properties[name] = PROPERTY_SYNTAX[name][0](parser)
+            properties[name] = cls.property_syntax(name)[0](parser)
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         types = [parser.parse_type()]
-        for _ in range(2):
+        for _ in range(len(unresolved) - 1):
             parser.parse_punctuation(",")
             types.append(parser.parse_type())
         parser.parse_punctuation("->")
         result_type = parser.parse_type()
-        operands = parser.resolve_operands(unresolved, types, parser.pos)
-        return cls.create(
+        values = parser.resolve_operands(unresolved, types, parser.pos)
+        operands: list[SSAValue | list[SSAValue]] = [*values[:3]]
+        given = dict(zip(present, values[3:], strict=True))
+        for name in optional:
+            operands.append([given[name]] if name in given else [])
+        return cls.build(
             operands=operands,
             result_types=[result_type],
             properties=properties,
@@ -235,13 +280,17 @@ class LossGradOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_list(self.operands, printer.print_operand)
+        printer.print_list(self.operands[:3], printer.print_operand)
+        for name, value in self.input_values().items():
+            if name in self.SPEC.optional_inputs:
+                printer.print_string(f" {name} ")
+                printer.print_operand(value)
         definition = self.get_irdl_definition()
         for name in self.PROPERTY_NAMES:
             value = self.properties.get(name)
             if value is not None and value != definition.properties[name].default_value:
                 printer.print_string(f" {name} = ")
-                PROPERTY_SYNTAX[name][1](printer, value)
+                self.property_syntax(name)[1](printer, value)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_list(self.operand_types, printer.print_attribute)
@@ -249,9 +298,32 @@ class LossGradOp(IRDLOperation):
         printer.print_attribute(self.result.type)
 
     @classmethod
+    def property_syntax(cls, name: str) -> PropertySyntax:
+        return _SYNTAX_BY_KIND[_property_kind(cls.SPEC.attribute(name))]
+
+    def input_values(self) -> dict[str, SSAValue]:
+        """The operands of the inputs that are present, by input name, in input order."""
+        found: dict[str, SSAValue] = {}
+        for spec_input in self.SPEC.inputs:
+            value = getattr(self, _operand_field(spec_input.name))
+            if value is not None:
+                found[spec_input.name] = value
+        return found
+
+    @classmethod
     def properties_from_onnx(cls, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
         """The op's properties for checked ONNX-style attributes (all of them present)."""
-        return {"reduction": ReductionAttr(spec.Reduction(attrs["reduction"]))}
+        props: dict[str, Attribute] = {}
+        for attribute in cls.SPEC.attributes:
+            value = attrs[attribute.name]
+            kind = _property_kind(attribute)
+            if kind == "reduction":
+                props[attribute.name] = ReductionAttr(spec.Reduction(value))
+            elif kind == "bool":
+                props[attribute.name] = BoolAttr.from_bool(bool(value))
+            else:
+                props[attribute.name] = FloatAttr(float(value), f64)
+        return props
 
     @property
     def reduction_kind(self) -> spec.Reduction:
@@ -259,12 +331,28 @@ class LossGradOp(IRDLOperation):
 
     def onnx_attributes(self) -> dict[str, Any]:
         """The attributes as the ONNX node spells them (the inverse of properties_from_onnx)."""
-        return {"reduction": self.reduction.data.value}
+        values: dict[str, Any] = {}
+        for attribute in self.SPEC.attributes:
+            prop = self.properties.get(attribute.name)
+            kind = _property_kind(attribute)
+            if kind == "reduction":
+                assert isinstance(prop, ReductionAttr)
+                values[attribute.name] = prop.data.value
+            elif kind == "bool":
+                assert isinstance(prop, IntegerAttr)
+                values[attribute.name] = int(bool(prop.value.data))
+            else:
+                assert isinstance(prop, FloatAttr)
+                values[attribute.name] = float(prop.value.data)
+        return values
 
     def check(self) -> spec.CheckedCall:
         """spec.validate on this op's operand types and attributes (raises LossGradError)."""
-        types = (self.grad_output.type, self.self_.type, self.target.type)
-        return validate_types(self.SPEC.name, types, tuple(self.onnx_attributes().items()))
+        inputs = self.input_values()
+        types = tuple(v.type for v in inputs.values())
+        return validate_types(
+            self.SPEC.name, tuple(inputs), types, tuple(self.onnx_attributes().items())
+        )
 
     def verify_(self) -> None:
         try:
@@ -281,104 +369,91 @@ class LossGradOp(IRDLOperation):
             raise VerifyException(str(err))
 
 
-class KlDivOp(LossGradOp):
-    """The two KL ops: `reduction` and `log_target` (not an op itself)."""
-
-    log_target = prop_def(BoolAttr, default_value=BoolAttr.from_bool(bool(spec.LOG_TARGET.default)))
-
-    PROPERTY_NAMES: ClassVar[tuple[str, ...]] = ("reduction", "log_target")
-
-    @classmethod
-    def properties_from_onnx(cls, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
-        props = super().properties_from_onnx(attrs)
-        props["log_target"] = BoolAttr.from_bool(bool(attrs["log_target"]))
-        return props
-
-    @property
-    def log_target_flag(self) -> bool:
-        return bool(self.log_target.value.data)
-
-    def onnx_attributes(self) -> dict[str, Any]:
-        return {**super().onnx_attributes(), "log_target": int(self.log_target_flag)}
-
-
-@irdl_op_definition
-class KlDivBackwardOp(KlDivOp):
-    """Gradient of kl_div with respect to `self`; the result has `self`'s type.
-
-    %g = lossgrad.kl_div_backward %dy, %x, %t reduction = batchmean log_target = true
-         : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
-    """
-
-    name = "lossgrad.kl_div_backward"
-    SPEC: ClassVar[spec.OperatorSpec] = spec.KL_DIV_BACKWARD
+def _inputs_by_name(
+    op: spec.OperatorSpec,
+    inputs: Mapping[str, SSAValue | Operation | None] | Sequence[SSAValue | Operation | None],
+) -> dict[str, SSAValue]:
+    if isinstance(inputs, Mapping):
+        given = dict(inputs)
+    else:
+        if len(inputs) > len(op.inputs):
+            raise InvalidArgumentError(
+                op.name, "inputs", f"takes at most {len(op.inputs)} ({', '.join(op.input_names)})"
+            )
+        given = dict(zip(op.input_names, inputs, strict=False))
+    unknown = sorted(set(given) - set(op.input_names))
+    if unknown:
+        raise InvalidArgumentError(
+            op.name, unknown[0], f"is not an input of {op.name} ({', '.join(op.input_names)})"
+        )
+    return {n: SSAValue.get(v) for n, v in given.items() if v is not None}
 
 
-@irdl_op_definition
-class KlDivTargetBackwardOp(KlDivOp):
-    """Gradient of kl_div with respect to `target`; the result has `target`'s type.
-
-    %g = lossgrad.kl_div_target_backward %dy, %x, %t reduction = sum
-         : tensor<f32>, tensor<4x8xf16>, tensor<8xf16> -> tensor<8xf16>
-    """
-
-    name = "lossgrad.kl_div_target_backward"
-    SPEC: ClassVar[spec.OperatorSpec] = spec.KL_DIV_TARGET_BACKWARD
-
-
-@irdl_op_definition
-class SmoothL1LossBackwardOp(LossGradOp):
-    """Gradient of smooth_l1_loss; the result is broadcast(grad_output, self, target) in
-    the promoted type. `beta` is an f64 (PyTorch's double), never rounded to f32.
-
-        %g = lossgrad.smooth_l1_loss_backward %dy, %x, %t beta = 5.000000e-01
-             : tensor<4x1xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
-    """
-
-    name = "lossgrad.smooth_l1_loss_backward"
-    SPEC: ClassVar[spec.OperatorSpec] = spec.SMOOTH_L1_LOSS_BACKWARD
-
-    beta = prop_def(FloatAttr[Float64Type], default_value=FloatAttr(spec.BETA.default, f64))
-
-    PROPERTY_NAMES: ClassVar[tuple[str, ...]] = ("reduction", "beta")
-
-    @classmethod
-    def properties_from_onnx(cls, attrs: Mapping[str, Any]) -> dict[str, Attribute]:
-        props = super().properties_from_onnx(attrs)
-        props["beta"] = FloatAttr(float(attrs["beta"]), f64)
-        return props
-
-    @property
-    def beta_value(self) -> float:
-        return float(self.beta.value.data)
-
-    def onnx_attributes(self) -> dict[str, Any]:
-        return {**super().onnx_attributes(), "beta": self.beta_value}
+def _property_def(attribute: spec.AttributeSpec) -> Any:
+    kind = _property_kind(attribute)
+    if kind == "reduction":
+        return prop_def(
+            ReductionAttr, default_value=ReductionAttr(spec.Reduction(attribute.default))
+        )
+    if kind == "bool":
+        return prop_def(BoolAttr, default_value=BoolAttr.from_bool(bool(attribute.default)))
+    return prop_def(FloatAttr[Float64Type], default_value=FloatAttr(float(attribute.default), f64))
 
 
-OP_CLASSES: dict[str, type[LossGradOp]] = {
-    spec.KL_DIV_BACKWARD.name: KlDivBackwardOp,
-    spec.KL_DIV_TARGET_BACKWARD.name: KlDivTargetBackwardOp,
-    spec.SMOOTH_L1_LOSS_BACKWARD.name: SmoothL1LossBackwardOp,
-}
+def class_name(op: spec.OperatorSpec) -> str:
+    """The op class's Python name: `KlDivBackwardOp`."""
+    return f"{op.name}Op"
+
+
+def op_class(op: spec.OperatorSpec) -> type[LossGradOp]:
+    """The level-1 op of an operator, made from its spec entry: an optional operand per
+    optional input (sized by `operandSegmentSizes`), a property per attribute with spec's
+    default, the verifier spec.validate, the custom form of LossGradOp."""
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": class_name(op),
+        "__doc__": f"{op.doc} The level-1 op of {op.name}.",
+        "name": f"lossgrad.{op.mnemonic}",
+        "SPEC": op,
+        "PROPERTY_NAMES": tuple(a.name for a in op.attributes),
+        "__annotations__": {
+            "SPEC": ClassVar[spec.OperatorSpec],
+            "PROPERTY_NAMES": ClassVar[tuple[str, ...]],
+        },
+    }
+    for spec_input in op.inputs:  # all of them, in order: xDSL lists a subclass's first
+        field = _operand_field(spec_input.name)
+        namespace[field] = (
+            opt_operand_def(TensorType) if spec_input.optional else operand_def(TensorType)
+        )
+    if op.optional_inputs:
+        namespace["irdl_options"] = (AttrSizedOperandSegments(as_property=True),)
+    for attribute in op.attributes:
+        # `reduction` is LossGradOp's (every operator has it, default "mean"): the
+        # operator's own properties come first, as in the generic form's property order.
+        if attribute.name != "reduction":
+            namespace[attribute.name] = _property_def(attribute)
+    return irdl_op_definition(type(class_name(op), (LossGradOp,), namespace))
+
+
+OP_CLASSES: dict[str, type[LossGradOp]] = {op.name: op_class(op) for op in spec.OPERATORS.values()}
 """The op class of each ONNX op_type."""
+
+KlDivBackwardOp = OP_CLASSES[spec.KL_DIV_BACKWARD.name]
+KlDivTargetBackwardOp = OP_CLASSES[spec.KL_DIV_TARGET_BACKWARD.name]
+SmoothL1LossBackwardOp = OP_CLASSES[spec.SMOOTH_L1_LOSS_BACKWARD.name]
 
 
 def make_op(
     op_type: str,
-    grad_output: SSAValue,
-    self_: SSAValue,
-    target: SSAValue,
+    inputs: Mapping[str, SSAValue | None] | Sequence[SSAValue | None],
     attrs: Mapping[str, Any],
 ) -> LossGradOp:
-    """The op for an ONNX node: `attrs` as spec.check_attributes returns them; the result
-    type is derived by spec. Raises the spec's LossGradError for a call it rejects."""
-    op_class = OP_CLASSES[spec.operator(op_type).name]  # spec names the known ops if unknown
-    return op_class(grad_output, self_, target, attrs)
+    """The op for an ONNX node: `inputs` by name or in the operator's order (an absent
+    optional input None or left out), `attrs` as spec.check_attributes returns them; the
+    result type is derived by spec. Raises the spec's LossGradError for a call it rejects."""
+    op_class_ = OP_CLASSES[spec.operator(op_type).name]  # spec names the known ops if unknown
+    return op_class_(inputs, attrs)
 
 
-Lossgrad = Dialect(
-    "lossgrad",
-    [KlDivBackwardOp, KlDivTargetBackwardOp, SmoothL1LossBackwardOp],
-    [ReductionAttr],
-)
+Lossgrad = Dialect("lossgrad", list(OP_CLASSES.values()), [ReductionAttr])

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
-from onnx import ModelProto, TypeProto
+from onnx import ModelProto, NodeProto, TypeProto
 
 from lossgrad_compiler import __version__, examples, reference, spec
 from lossgrad_compiler import onnx as lo
@@ -233,7 +233,7 @@ def _prepare_ascendnpu_ir(model: ModelProto, out: Path) -> Runner:
     def run(feeds: Feeds) -> dict[str, np.ndarray]:
         values: dict[str, np.ndarray] = dict(feeds)
         for node in model.graph.node:
-            inputs = {n: values[v] for n, v in zip(spec.INPUT_NAMES, node.input, strict=True)}
+            inputs = {n: values[v] for n, v in _node_inputs(node).items()}
             attrs = lo.attributes_from_node(node)
             values[node.output[0]] = target.evaluate(node.op_type, inputs, attrs)
         return {out.name: values[out.name] for out in model.graph.output}
@@ -328,15 +328,20 @@ class OutputCheck:
 # --------------------------------------------------------------------------- the reference
 
 
+def _node_inputs(node: NodeProto) -> dict[str, str]:
+    """The value names of an ai.lossgrad node's inputs, by spec input name; an optional input
+    with an empty name (ONNX: absent) is left out."""
+    names = spec.operator(node.op_type).input_names
+    return {n: v for n, v in zip(names, node.input, strict=False) if v}
+
+
 def reference_outputs(model: ModelProto, feeds: Feeds) -> dict[str, np.ndarray]:
     """Every node's output from lossgrad_compiler.reference.evaluate, node by node."""
     values: dict[str, np.ndarray] = dict(feeds)
     for node in model.graph.node:
         if node.domain != spec.DOMAIN:
             raise ValueError(f"node '{node.name}' ({node.op_type}) is not an ai.lossgrad node")
-        inputs = {
-            name: values.get(v) for name, v in zip(spec.INPUT_NAMES, node.input, strict=False)
-        }
+        inputs = {name: values.get(v) for name, v in _node_inputs(node).items()}
         values[node.output[0]] = reference.evaluate(
             node.op_type, inputs, lo.attributes_from_node(node)
         )

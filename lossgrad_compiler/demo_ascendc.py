@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from onnx import ModelProto
 
+from lossgrad_compiler import spec
 from lossgrad_compiler.demo_table import format_table, number
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ class TilingRow:
     """One call's launch, as the tiling table shows it."""
 
     node: str
+    op_type: str
     iteration: tuple[int, ...]
     block_dim: int
     tiling: Mapping[str, int | float]
@@ -67,7 +69,7 @@ class AscendcDemo:
             shapes[node.output[0]] = run.output.shape
             self.node_projects[run.node] = run.project
             iteration = np.broadcast_shapes(*(shapes[v] for v in node.input if v))
-            self.rows.extend(_rows(run, tuple(iteration)))
+            self.rows.extend(_rows(run, node.op_type, tuple(iteration)))
         return outputs
 
     def details(self) -> list[str]:
@@ -76,8 +78,8 @@ class AscendcDemo:
                 *tiling_lines(self.soc, self.rows)]  # fmt: skip
 
 
-def _rows(run: NodeRun, iteration: tuple[int, ...]) -> list[TilingRow]:
-    return [TilingRow(run.node, iteration, launch.block_dim, launch.tiling)
+def _rows(run: NodeRun, op_type: str, iteration: tuple[int, ...]) -> list[TilingRow]:
+    return [TilingRow(run.node, op_type, iteration, launch.block_dim, launch.tiling)
             for launch in run.launches]  # fmt: skip
 
 
@@ -198,7 +200,9 @@ def tiling_lines(soc: str, rows: Sequence[TilingRow]) -> list[str]:
         lengths = core_lengths(row.tiling, row.block_dim)
         tile = int(row.tiling["tileLength"])
         scalars = " ".join(
-            f"{k}={number(float(v))}" for k, v in row.tiling.items() if k not in _COMMON
+            f"{_scalar_name(row.op_type, k)}={number(float(v))}"
+            for k, v in row.tiling.items()
+            if k not in _COMMON
         )
         table.append([
             row.node,
@@ -213,6 +217,14 @@ def tiling_lines(soc: str, rows: Sequence[TilingRow]) -> list[str]:
     headers = ["node", "iteration", "elements", "block dim", "elements per core", "tile",
                "tiles per core", "host scalars"]  # fmt: skip
     return [header, format_table(headers, table)]
+
+
+def _scalar_name(op_type: str, field: str) -> str:
+    """A tiling field as the table names it: the reduction scale of an operator that divides
+    by n at the end (spec.Scaling.DIVISOR) is n itself, shown as `n`, not as a factor."""
+    if field == "scale" and spec.operator(op_type).scaling is spec.Scaling.DIVISOR:
+        return "n"
+    return field
 
 
 _COMMON = ("totalLength", "bigCoreDataNum", "smallCoreDataNum", "bigCoreNum", "tileLength")

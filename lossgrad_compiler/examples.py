@@ -2,17 +2,21 @@
 
 A student classifier is distilled from a teacher (KL divergence on log-probabilities), a
 learnable class prior is fitted to the student's predictions (KL with respect to the
-target), and a box-regression head is trained with a smooth L1 loss. The batch dimension
-is symbolic ("N"), so one model serves every batch size; targets broadcast over the batch,
-and the inputs mix float32, float16 and bfloat16.
+target), a box-regression head is trained with a smooth L1 loss, a multi-label tag head
+with binary cross entropy on logits (one positive weight per tag, no per-element weight),
+and a value head with a mean squared error. The batch dimension is symbolic ("N"), so one
+model serves every batch size; targets broadcast over the batch, and the inputs mix
+float32, float16 and bfloat16.
 
-    node          op                    reduction   other          result
-    kl_student    KlDivBackward         batchmean   log_target=1   float32[N,10]
-    kl_prior      KlDivTargetBackward   mean        log_target=0   bfloat16[10]
-    box_l1        SmoothL1LossBackward  none        beta=0.5       float32[N,4]
+    node          op                                    reduction   other          result
+    kl_student    KlDivBackward                         batchmean   log_target=1   float32[N,10]
+    kl_prior      KlDivTargetBackward                   mean        log_target=0   bfloat16[10]
+    box_l1        SmoothL1LossBackward                  none        beta=0.5       float32[N,4]
+    tags_bce      BinaryCrossEntropyWithLogitsBackward  mean        pos_weight     float32[N,5]
+    value_mse     MseLossBackward                       mean                       float32[N,1]
 
-`training_step_model()` puts standard nodes around the same three nodes (LogSoftmax and a
-Cast before them, Mul, Sum and a Cast after them), as a whole training graph would.
+`training_step_model()` puts standard nodes around the same nodes (LogSoftmax and a Cast
+before them, Mul, Sum and a Cast after them), as a whole training graph would.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from lossgrad_compiler import onnx as lo
 BATCH = "N"
 CLASSES = 10
 BOX = 4
+TAGS = 5
 
 # (name, element type, shape) of every graph input, in graph order.
 INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
@@ -37,11 +42,18 @@ INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
     ("grad_box", "float32", (BATCH, BOX)),  # reduction none: one gradient per element
     ("box_pred", "float32", (BATCH, BOX)),
     ("box_anchor", "float16", (1, BOX)),  # broadcast over the batch
+    ("grad_tags", "float32", ()),
+    ("tag_logits", "float32", (BATCH, TAGS)),
+    ("tag_labels", "float16", (BATCH, TAGS)),  # 0/1 labels
+    ("tag_pos_weight", "float32", (TAGS,)),  # one per tag, along the last dimension
+    ("grad_value", "float32", ()),
+    ("value_pred", "float32", (BATCH, 1)),
+    ("value_target", "float32", (BATCH, 1)),
 )
 
 
 def example_model() -> ModelProto:
-    """The three-node model; graph outputs get their types and shapes from the schemas."""
+    """The five-node model; graph outputs get their types and shapes from the schemas."""
     nodes = [
         lo.make_node(
             "KlDivBackward",
@@ -67,14 +79,32 @@ def example_model() -> ModelProto:
             reduction="none",
             beta=0.5,
         ),
+        lo.make_node(
+            "BinaryCrossEntropyWithLogitsBackward",
+            ["grad_tags", "tag_logits", "tag_labels", "", "tag_pos_weight"],  # no weight
+            "grad_tag_logits",
+            name="tags_bce",
+            reduction="mean",
+        ),
+        lo.make_node(
+            "MseLossBackward",
+            ["grad_value", "value_pred", "value_target"],
+            "grad_value_pred",
+            name="value_mse",
+            reduction="mean",
+        ),
     ]
-    graph = lo.make_graph(
-        nodes,
-        INPUTS,
-        ["grad_student_logp", "grad_class_prior", "grad_box_pred"],
-        name="loss_gradients",
-    )
+    graph = lo.make_graph(nodes, INPUTS, list(OUTPUTS), name="loss_gradients")
     return lo.make_model(graph, doc="lossgrad_compiler example: loss gradients of a training step")
+
+
+OUTPUTS = (
+    "grad_student_logp",
+    "grad_class_prior",
+    "grad_box_pred",
+    "grad_tag_logits",
+    "grad_value_pred",
+)
 
 
 def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -93,6 +123,13 @@ def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
         "grad_box": (0.5 * rng.standard_normal((batch, BOX))).astype(np.float32),
         "box_pred": rng.standard_normal((batch, BOX)).astype(np.float32),
         "box_anchor": (0.5 * rng.standard_normal((1, BOX))).astype(np.float16),
+        "grad_tags": np.array(1.0, np.float32),
+        "tag_logits": (2.0 * rng.standard_normal((batch, TAGS))).astype(np.float32),
+        "tag_labels": (rng.random((batch, TAGS)) < 0.3).astype(np.float16),
+        "tag_pos_weight": rng.uniform(1.0, 3.0, TAGS).astype(np.float32),
+        "grad_value": np.array(0.5, np.float32),
+        "value_pred": rng.standard_normal((batch, 1)).astype(np.float32),
+        "value_target": rng.standard_normal((batch, 1)).astype(np.float32),
     }
 
 
@@ -105,7 +142,7 @@ TRAINING_STEP_INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
 
 
 def training_step_model() -> ModelProto:
-    """The example's three nodes with standard nodes before and after them."""
+    """The example's nodes with standard nodes before and after them."""
     before = [
         helper.make_node(
             "LogSoftmax", ["student_logits"], ["student_logp"], name="log_softmax", axis=-1
@@ -130,7 +167,13 @@ def training_step_model() -> ModelProto:
     graph = lo.make_graph(
         [*before, *example_model().graph.node, *after],
         TRAINING_STEP_INPUTS,
-        ["step_student", "grad_class_prior_f32", "moved_boxes"],
+        [
+            "step_student",
+            "grad_class_prior_f32",
+            "moved_boxes",
+            "grad_tag_logits",
+            "grad_value_pred",
+        ],
         name="training_step",
     )
     return lo.make_model(graph, doc="lossgrad_compiler example: a training step's gradients")

@@ -5,8 +5,10 @@ and in the same compute type C, so a backend that translates level-2 IR can be c
 with it tightly:
 
 * inputs are widened to C (float32 for float16/bfloat16, else the promoted type);
-* `ge = grad_output * scale`, where `scale = C(1) / C(n)` exists only for mean and
-  batchmean (none, sum and a 0-d self under batchmean multiply by nothing);
+* the reduction scale enters where the operator's `spec.Scaling` says: `ge = grad_output *
+  scale` first, with `scale = C(1) / C(n)` only for mean and batchmean (none, sum and a 0-d
+  self under batchmean multiply by nothing); or the formula multiplies by `C(1) / C(n)`, or
+  divides by `C(n)`, where it says;
 * branches are selects (`np.where`), never multiply-blends; beta is rounded to C first
   and "beta > 0" is judged after that rounding;
 * a KL result smaller than B = broadcast(self, target) is summed in C, sequentially:
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import ml_dtypes
@@ -30,8 +33,21 @@ from lossgrad_compiler import spec
 
 __all__ = ["evaluate", "evaluate_checked", "round_to", "scale_value", "sum_to_shape"]
 
-# The formula of one op: (ge, x, t, attrs, C) -> values over the iteration space, in C.
-Body = Callable[[np.ndarray, np.ndarray, np.ndarray, Mapping[str, Any], type], np.ndarray]
+
+@dataclass(frozen=True)
+class Operands:
+    """What a formula reads, in the compute type C, over the iteration space."""
+
+    go: np.ndarray  # grad_output
+    ge: np.ndarray  # grad_output times the scale (Scaling.GRAD_OUTPUT), else grad_output
+    scale: np.floating | None  # 1/n (RECIPROCAL) or n (DIVISOR); None: nothing is scaled
+    x: np.ndarray  # self
+    t: np.ndarray  # target
+    optional: Mapping[str, np.ndarray]  # the optional inputs that are present, by name
+
+
+# The formula of one op: (operands, attrs, C) -> values over the iteration space, in C.
+Body = Callable[[Operands, Mapping[str, Any], type], np.ndarray]
 
 
 def evaluate(
@@ -41,8 +57,9 @@ def evaluate(
 ) -> np.ndarray:
     """The result of one call, as docs/operators.md defines it; LossGradError for an invalid call.
 
-    `inputs` is keyed by ONNX input name (grad_output, self, target); a missing or None
-    input is a MissingInputError (161001). Missing attributes take the spec defaults."""
+    `inputs` is keyed by ONNX input name (grad_output, self, target, and the operator's
+    optional inputs); a missing or None required input is a MissingInputError (161001), a
+    missing or None optional input is absent. Missing attributes take the spec defaults."""
     arrays = _as_arrays(inputs)
     checked = spec.validate(op_type, _infos(arrays), attrs or {})
     return _evaluate(checked, arrays)
@@ -135,18 +152,15 @@ def _float32_round_to_odd(values: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- the bodies
 
 
-def _kl_div_backward(
-    ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
-) -> np.ndarray:
+def _kl_div_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
     """negf(mulf(ge, t)), or negf(mulf(ge, exp(t))) with log_target; self is never read."""
-    target_term = np.exp(t) if attrs["log_target"] else t
-    return -(ge * target_term)
+    target_term = np.exp(v.t) if attrs["log_target"] else v.t
+    return -(v.ge * target_term)
 
 
-def _kl_div_target_backward(
-    ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
-) -> np.ndarray:
+def _kl_div_target_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
     """ge*(exp(t)*((t+1)-x)) with log_target; else ge*((ln t + 1)-x), selected to 0 at t == 0."""
+    ge, x, t = v.ge, v.x, v.t
     one = c(1)
     if attrs["log_target"]:
         return ge * (np.exp(t) * ((t + one) - x))
@@ -154,11 +168,10 @@ def _kl_div_target_backward(
     return np.where(t == c(0), c(0), v)
 
 
-def _smooth_l1_loss_backward(
-    ge: np.ndarray, x: np.ndarray, t: np.ndarray, attrs: Mapping[str, Any], c: type
-) -> np.ndarray:
+def _smooth_l1_loss_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
     """ge*clamp((x-t)/beta, -1, 1) for beta > 0 (after rounding beta to C), the clamp decided
     by comparing x-t with +-beta (so |d| == beta == inf gives +-1); else ge*sgn(x-t)."""
+    ge, x, t = v.ge, v.x, v.t
     one, zero = c(1), c(0)
     beta = c(attrs["beta"])
     d = x - t
@@ -168,10 +181,79 @@ def _smooth_l1_loss_backward(
     return ge * np.where(d > zero, one, np.where(d < zero, -one, zero))
 
 
+def _mse_loss_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
+    """mulf(mulf(x-t, 2/n), grad_output), 2/n computed as (1/n)*2 (exact); 2 without a
+    scale (PyTorch's `norm * (input - target) * grad_output`)."""
+    factor = c(2) if v.scale is None else v.scale * c(2)
+    return ((v.x - v.t) * factor) * v.go
+
+
+def _huber_loss_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
+    """select(d < -delta, (g*-s)*delta, select(d > delta, (g*s)*delta, (d*s)*g)) with
+    d = x - t and delta rounded to C; without a scale (-g)*delta, g*delta and d*g."""
+    delta = c(attrs["delta"])
+    d = v.x - v.t
+    go, s = v.go, v.scale
+    if s is None:
+        below, above, inside = (-go) * delta, go * delta, d * go
+    else:
+        below, above, inside = (go * (-s)) * delta, (go * s) * delta, (d * s) * go
+    return np.where(d < -delta, below, np.where(d > delta, above, inside))
+
+
+def sigmoid(z: np.ndarray, c: type) -> np.ndarray:
+    """1/(1+exp(-z)) for z > 0, else exp(z)/(1+exp(z)) (onnx's reference Sigmoid): one exp
+    of -|z|, no overflow; NaN stays NaN."""
+    positive = z > c(0)
+    e = np.exp(np.where(positive, -z, z))
+    return np.where(positive, c(1), e) / (c(1) + e)
+
+
+def _soft_margin_loss_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
+    """mulf(mulf(t, g), subf(sigmoid(mulf(t, x)), 1)), then divided by n for mean."""
+    value = (v.t * v.go) * (sigmoid(v.t * v.x, c) - c(1))
+    return value if v.scale is None else value / v.scale
+
+
+def _binary_cross_entropy_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
+    """divf(mulf(g, x-t), clamp(x*(1-x), min=BCE_EPSILON)), times weight, divided by n for mean;
+    the clamp keeps NaN (torch.clamp)."""
+    eps = c(spec.BCE_EPSILON)
+    product = v.x * (c(1) - v.x)
+    value = (v.go * (v.x - v.t)) / np.where(product < eps, eps, product)
+    if "weight" in v.optional:
+        value = value * v.optional["weight"]
+    return value if v.scale is None else value / v.scale
+
+
+def _binary_cross_entropy_with_logits_backward(
+    v: Operands, attrs: Mapping[str, Any], c: type
+) -> np.ndarray:
+    """mulf(sigmoid(x) - t, g), or with pos_weight p: mulf(((p*t + 1) - t)*sigmoid(x) - p*t,
+    g); times weight, divided by n for mean."""
+    sig = sigmoid(v.x, c)
+    p = v.optional.get("pos_weight")
+    if p is None:
+        value = (sig - v.t) * v.go
+    else:
+        pt = p * v.t
+        value = (((pt + c(1)) - v.t) * sig - pt) * v.go
+    if "weight" in v.optional:
+        value = value * v.optional["weight"]
+    return value if v.scale is None else value / v.scale
+
+
 BODIES: dict[str, Body] = {
     spec.KL_DIV_BACKWARD.name: _kl_div_backward,
     spec.KL_DIV_TARGET_BACKWARD.name: _kl_div_target_backward,
     spec.SMOOTH_L1_LOSS_BACKWARD.name: _smooth_l1_loss_backward,
+    spec.MSE_LOSS_BACKWARD.name: _mse_loss_backward,
+    spec.HUBER_LOSS_BACKWARD.name: _huber_loss_backward,
+    spec.SOFT_MARGIN_LOSS_BACKWARD.name: _soft_margin_loss_backward,
+    spec.BINARY_CROSS_ENTROPY_BACKWARD.name: _binary_cross_entropy_backward,
+    spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name: (
+        _binary_cross_entropy_with_logits_backward
+    ),
 }
 
 
@@ -182,16 +264,37 @@ def _evaluate(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray]) -> np
     """The body over the iteration space in C, summed to the result's shape, rounded once."""
     c = checked.compute.numpy
     space = _concrete(checked.iteration_shape)
-    go, x, t = (np.broadcast_to(arrays[name].astype(c), space) for name in spec.INPUT_NAMES)
-    scale = scale_value(checked)
+    wide = {name: np.broadcast_to(arrays[name].astype(c), space) for name in checked.present}
+    go = wide["grad_output"]
+    scaling = checked.op.scaling
     with np.errstate(all="ignore"):
-        ge = go if scale is None else go * scale
+        if scaling is spec.Scaling.GRAD_OUTPUT:
+            scale = scale_value(checked)
+            ge = go if scale is None else go * scale
+        else:
+            scale = _formula_scale(checked)
+            ge = go
+        optional = {n: wide[n] for n in checked.op.optional_inputs if n in wide}
+        operands = Operands(go, ge, scale, wide["self"], wide["target"], optional)
         # The inputs span the whole space, so the values do too; 0-d results come back
         # from numpy as scalars, hence asarray.
-        values = np.asarray(BODIES[checked.op.name](ge, x, t, checked.attrs, c), dtype=c)
-    if checked.op.differentiates:
+        values = np.asarray(BODIES[checked.op.name](operands, checked.attrs, c), dtype=c)
+    if checked.op.sums_result:
         values = sum_to_shape(values, _concrete(checked.result_shape))
     return np.asarray(round_to(values, checked.result_type.dtype), order="C")
+
+
+def _formula_scale(checked: spec.CheckedCall) -> np.floating | None:
+    """The scale a RECIPROCAL or DIVISOR formula reads: C(1) / C(n) or C(n) (None where the
+    reduction scales nothing)."""
+    c = checked.compute.numpy
+    n = spec.divisor_count(
+        checked.divisor, _concrete(checked.shapes["self"]), _concrete(checked.broadcast_shape)
+    )
+    if n is None:
+        return None
+    with np.errstate(all="ignore"):
+        return c(1) / c(n) if checked.op.scaling is spec.Scaling.RECIPROCAL else c(n)
 
 
 def _as_arrays(inputs: Mapping[str, np.ndarray | None]) -> dict[str, Any]:
@@ -208,9 +311,10 @@ def _infos(arrays: Mapping[str, np.ndarray | None]) -> dict[str, spec.TensorInfo
 
 def _describes(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray | None]) -> bool:
     """True when `checked` was validated for exactly these inputs' types and shapes."""
-    if set(arrays) != set(spec.INPUT_NAMES):
+    given = {n for n, a in arrays.items() if a is not None}
+    if given != set(checked.present) or set(arrays) - set(checked.op.input_names):
         return False
-    for name in spec.INPUT_NAMES:
+    for name in checked.present:
         a = arrays[name]
         if a is None or spec.float_type(a.dtype) != checked.types[name]:
             return False

@@ -25,9 +25,10 @@ from lossgrad_compiler.errors import (
 )
 
 DOMAIN = "ai.lossgrad"
-OPSET_VERSION = 1
 MAX_RANK = 8
 INPUT_NAMES: tuple[str, str, str] = ("grad_output", "self", "target")
+"""The inputs every operator takes first, all required; an operator may declare optional
+inputs after them (`OperatorSpec.inputs`, which every layer reads)."""
 
 # A dimension is a size (int >= 0), a symbolic name (str) or unknown (None).
 Dim = int | str | None
@@ -161,7 +162,8 @@ class AttributeSpec:
     default: str | int | float
     doc: str
     choices: tuple[str | int, ...] | None = None  # STRING/INT attributes: the allowed values
-    minimum: float | None = None  # FLOAT attributes: inclusive lower bound (NaN is never valid)
+    minimum: float | None = None  # FLOAT attributes: lower bound (NaN is never valid)
+    exclusive: bool = False  # the minimum itself is not valid (delta > 0)
     aclnn_codes: tuple[int, ...] | None = None  # STRING attributes: CANN's integer per choice
 
     def aclnn_value(self, value: str | int | float) -> int | float:
@@ -173,12 +175,19 @@ class AttributeSpec:
             return self.aclnn_codes[self.choices.index(value)]
         return int(value) if self.kind is AttrKind.INT else float(value)
 
+    def above_minimum(self, value: float) -> bool:
+        """Whether a (non-NaN) float satisfies the lower bound."""
+        if self.minimum is None:
+            return True
+        return value > self.minimum if self.exclusive else value >= self.minimum
+
     def rule(self) -> str:
         """The valid range in words, as used in messages and the README table."""
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.minimum is not None:
-            return f"a float >= {self.minimum:g} (not NaN)"
+            relation = ">" if self.exclusive else ">="
+            return f"a float {relation} {self.minimum:g} (not NaN)"
         return f"a {self.kind.lower()}"
 
     def check(self, op: str, value: Any) -> str | int | float:
@@ -203,7 +212,7 @@ class AttributeSpec:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise AttributeValueError(op, where, f"must be a float, got {type(value).__name__}")
             value = float(value)
-            if math.isnan(value) or (self.minimum is not None and value < self.minimum):
+            if math.isnan(value) or not self.above_minimum(value):
                 raise AttributeValueError(op, where, f"must be {self.rule()}, got {value!r}")
             return value
         if self.choices is not None and value not in self.choices:
@@ -236,14 +245,92 @@ BETA = AttributeSpec(
     doc="Threshold between the quadratic and the linear part; 0 gives the L1 gradient.",
     minimum=0.0,
 )
+DELTA = AttributeSpec(
+    name="delta",
+    kind=AttrKind.FLOAT,
+    default=1.0,
+    doc="Threshold between the quadratic and the linear part of the Huber loss.",
+    minimum=0.0,
+    exclusive=True,
+)
 
 
 # --------------------------------------------------------------------------- operators
 
 
+class Broadcast(StrEnum):
+    """How an input's shape enters the iteration space (docs/operators.md, "Shapes")."""
+
+    BASE = "base"
+    """Broadcast with the operator's other BASE inputs into B (self and target, or self)."""
+    ENLARGES = "enlarges"
+    """Broadcasts with B like any operand: the formula runs over broadcast(input, B)."""
+    FITS = "fits"
+    """Must broadcast to B without enlarging it."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input of an operator: its ONNX name, whether it may be absent (ONNX's convention:
+    an empty name, or a trailing input left out), how it broadcasts, and its aclnn name."""
+
+    name: str
+    broadcast: Broadcast
+    doc: str
+    optional: bool = False
+    aclnn: str = ""  # CANN's parameter name (gradOutput, weightOptional, ...)
+
+
+def _input(name: str, broadcast: Broadcast, doc: str, aclnn: str, optional: bool = False):
+    return InputSpec(name, broadcast, doc, optional, aclnn)
+
+
+GRAD_OUTPUT_FITS = _input(
+    "grad_output", Broadcast.FITS, "Gradient of the loss; broadcasts to B.", "gradOutput"
+)
+GRAD_OUTPUT_ENLARGES = _input(
+    "grad_output",
+    Broadcast.ENLARGES,
+    "Gradient of the loss; broadcasts with B (the result takes the broadcast shape).",
+    "gradOutput",
+)
+SELF = _input("self", Broadcast.BASE, "The loss function's input.", "self")
+TARGET = _input("target", Broadcast.BASE, "The loss function's target.", "target")
+TARGET_FITS = _input(
+    "target", Broadcast.FITS, "The loss function's target; broadcasts to self.", "target"
+)
+WEIGHT = _input(
+    "weight",
+    Broadcast.FITS,
+    "Optional weight of each element's loss; broadcasts to self (absent: 1).",
+    "weightOptional",
+    optional=True,
+)
+POS_WEIGHT = _input(
+    "pos_weight",
+    Broadcast.FITS,
+    "Optional weight of the positive examples, usually one per class (the last dimension); "
+    "broadcasts to self (absent: 1).",
+    "posWeightOptional",
+    optional=True,
+)
+
+
+class Scaling(StrEnum):
+    """Where the reduction scale enters an operator's formula (docs/level2.md): the order
+    PyTorch's own decomposition of the gradient computes in, which the formula keeps."""
+
+    GRAD_OUTPUT = "grad_output"
+    """ge = grad_output * (1/n) first, then the formula on ge (the KL ops, SmoothL1)."""
+    RECIPROCAL = "reciprocal"
+    """The formula multiplies by 1/n where its decomposition does."""
+    DIVISOR = "divisor"
+    """The formula divides its value by n at the end."""
+
+
 @dataclass(frozen=True)
 class OperatorSpec:
-    """One operator: names, attributes, and which shape and type its result takes."""
+    """One operator: names, inputs, attributes, and which shape and type its result takes."""
 
     name: str  # ONNX op_type
     mnemonic: str  # snake_case: dialect op name, kernel and file names
@@ -252,22 +339,70 @@ class OperatorSpec:
     attributes: tuple[AttributeSpec, ...]
     doc: str
     aclnn: str  # the CANN API this operator follows
+    inputs: tuple[InputSpec, ...] = (GRAD_OUTPUT_FITS, SELF, TARGET)
+    since_version: int = 1  # the ai.lossgrad opset version that introduced the operator
+    scaling: Scaling = Scaling.GRAD_OUTPUT
+
+    def __post_init__(self) -> None:
+        names = [i.name for i in self.inputs]
+        if tuple(names[:3]) != INPUT_NAMES:
+            raise ValueError(f"{self.name}: the inputs start with {', '.join(INPUT_NAMES)}")
+        required = [not i.optional for i in self.inputs]
+        if required != sorted(required, reverse=True):
+            raise ValueError(f"{self.name}: optional inputs come after the required ones")
+        if not self.base_inputs or self.base_inputs[0] != "self":
+            raise ValueError(f"{self.name}: B is the broadcast of self (and target)")
 
     @property
     def reductions(self) -> tuple[Reduction, ...]:
         return tuple(Reduction(c) for c in self.attribute("reduction").choices or ())
 
     @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs)
+
+    @property
+    def optional_inputs(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.optional)
+
+    def input(self, name: str) -> InputSpec:
+        for i in self.inputs:
+            if i.name == name:
+                return i
+        raise KeyError(name)
+
+    @property
+    def base_inputs(self) -> tuple[str, ...]:
+        """The inputs whose broadcast is B."""
+        return tuple(i.name for i in self.inputs if i.broadcast is Broadcast.BASE)
+
+    @property
+    def broadcast_name(self) -> str:
+        """How messages name B: `broadcast(self, target)`, or `self` for B = self."""
+        base = self.base_inputs
+        return base[0] if len(base) == 1 else f"broadcast({', '.join(base)})"
+
+    @property
     def grad_output_may_enlarge(self) -> bool:
         """SmoothL1LossBackward broadcasts grad_output too; the KL ops must not grow B."""
-        return not self.differentiates
+        return self.input("grad_output").broadcast is Broadcast.ENLARGES
+
+    @property
+    def sums_result(self) -> bool:
+        """Whether the result may be summed back to the differentiated operand's shape (the
+        KL ops; an operator whose other inputs all fit into self never sums)."""
+        if not self.differentiates:
+            return False
+        return any(
+            i.name != self.differentiates and i.broadcast is not Broadcast.FITS for i in self.inputs
+        )
 
     def result_type(self, types: Mapping[str, FloatType]) -> FloatType:
-        """The result's element type for inputs of `types` (keyed by input name): the
-        differentiated operand's, else the promotion of all three."""
+        """The result's element type for inputs of `types` (keyed by the present inputs'
+        names): the differentiated operand's, else the promotion of them all."""
         if self.differentiates:
             return types[self.differentiates]
-        return promote_types(types[n] for n in INPUT_NAMES)
+        return promote_types(types[i.name] for i in self.inputs if i.name in types)
 
     def attribute(self, name: str) -> AttributeSpec:
         for a in self.attributes:
@@ -309,11 +444,104 @@ SMOOTH_L1_LOSS_BACKWARD = OperatorSpec(
     attributes=(_reduction([Reduction.NONE, Reduction.MEAN, Reduction.SUM]), BETA),
     doc="Gradient of smooth_l1_loss: ge*clamp((x-t)/beta, -1, 1), or ge*sgn(x-t) when beta == 0.",
     aclnn="aclnnSmoothL1LossBackward",
+    inputs=(GRAD_OUTPUT_ENLARGES, SELF, TARGET),
+)
+
+_NONE_MEAN_SUM = (Reduction.NONE, Reduction.MEAN, Reduction.SUM)
+
+MSE_LOSS_BACKWARD = OperatorSpec(
+    name="MseLossBackward",
+    mnemonic="mse_loss_backward",
+    output="grad_input",
+    differentiates="",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)),),
+    doc="Gradient of mse_loss: ((x-t)*(2/n))*grad_output (2 for none and sum).",
+    aclnn="aclnnMseLossBackward",
+    inputs=(GRAD_OUTPUT_ENLARGES, SELF, TARGET),
+    since_version=2,
+    scaling=Scaling.RECIPROCAL,
+)
+HUBER_LOSS_BACKWARD = OperatorSpec(
+    name="HuberLossBackward",
+    mnemonic="huber_loss_backward",
+    output="grad_input",
+    differentiates="",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)), DELTA),
+    doc="Gradient of huber_loss: -delta*g, delta*g or (x-t)*g (times 1/n for mean), "
+    "as x-t < -delta, > delta or between.",
+    aclnn="aclnnHuberLossBackward",
+    inputs=(GRAD_OUTPUT_ENLARGES, SELF, TARGET),
+    since_version=2,
+    scaling=Scaling.RECIPROCAL,
+)
+SOFT_MARGIN_LOSS_BACKWARD = OperatorSpec(
+    name="SoftMarginLossBackward",
+    mnemonic="soft_margin_loss_backward",
+    output="grad_input",
+    differentiates="",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)),),
+    doc="Gradient of soft_margin_loss: (t*g)*(sigmoid(t*x)-1), divided by n for mean.",
+    aclnn="aclnnSoftMarginLossBackward",
+    inputs=(GRAD_OUTPUT_ENLARGES, SELF, TARGET),
+    since_version=2,
+    scaling=Scaling.DIVISOR,
+)
+BCE_EPSILON = 9.999999960041972e-13
+"""The floor of x*(1-x) in BinaryCrossEntropyBackward: 1e-12 rounded to float32, as
+PyTorch's kernel (the one autograd runs) holds it, in every compute type; PyTorch's Python
+decomposition uses the double 1e-12 instead, which differs in float64 only."""
+
+BINARY_CROSS_ENTROPY_BACKWARD = OperatorSpec(
+    name="BinaryCrossEntropyBackward",
+    mnemonic="binary_cross_entropy_backward",
+    output="grad_input",
+    differentiates="self",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)),),
+    doc="Gradient of binary_cross_entropy: g*(x-t)/max(x*(1-x), 1e-12), times weight, "
+    "divided by n for mean.",
+    aclnn="aclnnBinaryCrossEntropyBackward",
+    inputs=(GRAD_OUTPUT_FITS, SELF, TARGET_FITS, WEIGHT),
+    since_version=2,
+    scaling=Scaling.DIVISOR,
+)
+BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD = OperatorSpec(
+    name="BinaryCrossEntropyWithLogitsBackward",
+    mnemonic="binary_cross_entropy_with_logits_backward",
+    output="grad_input",
+    differentiates="self",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)),),
+    doc="Gradient of binary_cross_entropy_with_logits: (sigmoid(x)-t)*g, or "
+    "(((p*t+1)-t)*sigmoid(x)-p*t)*g with pos_weight p, times weight, divided by n for mean.",
+    aclnn="aclnnBinaryCrossEntropyWithLogitsBackward",
+    inputs=(GRAD_OUTPUT_FITS, SELF, TARGET_FITS, WEIGHT, POS_WEIGHT),
+    since_version=2,
+    scaling=Scaling.DIVISOR,
 )
 
 OPERATORS: dict[str, OperatorSpec] = {
-    op.name: op for op in (KL_DIV_BACKWARD, KL_DIV_TARGET_BACKWARD, SMOOTH_L1_LOSS_BACKWARD)
+    op.name: op
+    for op in (
+        KL_DIV_BACKWARD,
+        KL_DIV_TARGET_BACKWARD,
+        SMOOTH_L1_LOSS_BACKWARD,
+        MSE_LOSS_BACKWARD,
+        HUBER_LOSS_BACKWARD,
+        SOFT_MARGIN_LOSS_BACKWARD,
+        BINARY_CROSS_ENTROPY_BACKWARD,
+        BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD,
+    )
 }
+
+OPSET_VERSION = max(op.since_version for op in OPERATORS.values())
+"""The ai.lossgrad domain's current version (ONNX's convention: the domain's version grows
+when operators are added; each operator has the `since_version` that introduced it, and a
+model's import must be at least that)."""
+
+
+def opset_version_for(op_types: Iterable[str]) -> int:
+    """The smallest ai.lossgrad version that has every one of these operators (1 for none):
+    what builders stamp, so that a model of version-1 operators stays a version-1 model."""
+    return max((operator(t).since_version for t in op_types), default=1)
 
 
 def operator(op_type: str) -> OperatorSpec:
@@ -415,13 +643,20 @@ def _fmt_shapes(named: Sequence[tuple[str, Shape]]) -> str:
     return ", ".join(f"{n} {list(s)}" for n, s in named)
 
 
-def check_no_enlarge(op: OperatorSpec, go: Shape, b: Shape) -> None:
-    """The KL ops: grad_output must broadcast to B without changing B."""
+def check_no_enlarge(
+    op: OperatorSpec,
+    go: Shape,
+    b: Shape,
+    name: str = "grad_output",
+    b_name: str = "broadcast(self, target)",
+) -> None:
+    """An input that must broadcast to B (named `b_name`) without changing it: grad_output
+    of the KL ops, target, weight and pos_weight of the binary cross entropies."""
     if len(go) > len(b):
         raise BroadcastError(
             op.name,
-            "grad_output",
-            f"shape {list(go)} must broadcast to broadcast(self, target) {list(b)} without "
+            name,
+            f"shape {list(go)} must broadcast to {b_name} {list(b)} without "
             f"enlarging it (rank {len(go)} > {len(b)})",
         )
     offset = len(b) - len(go)
@@ -430,8 +665,8 @@ def check_no_enlarge(op: OperatorSpec, go: Shape, b: Shape) -> None:
         if isinstance(d, int) and d != 1 and isinstance(bd, int) and d != bd:
             raise BroadcastError(
                 op.name,
-                "grad_output",
-                f"shape {list(go)} must broadcast to broadcast(self, target) {list(b)} without "
+                name,
+                f"shape {list(go)} must broadcast to {b_name} {list(b)} without "
                 f"enlarging it (axis {i - len(go)}: {d} vs {bd})",
             )
 
@@ -449,8 +684,8 @@ class CheckedCall:
     """A validated call: the types, shapes and attributes every backend compiles from."""
 
     op: OperatorSpec
-    types: dict[str, FloatType]  # per input name
-    shapes: dict[str, Shape | None]  # per input name; None = rank unknown
+    types: dict[str, FloatType]  # per present input, in the operator's input order
+    shapes: dict[str, Shape | None]  # per present input; None = rank unknown
     attrs: dict[str, Any]  # all attributes, defaults applied
     promoted: FloatType
     compute: FloatType
@@ -464,6 +699,12 @@ class CheckedCall:
     def reduction(self) -> Reduction:
         return Reduction(self.attrs["reduction"])
 
+    @property
+    def present(self) -> tuple[str, ...]:
+        """The inputs given, in the operator's input order (an absent optional input is
+        not among them)."""
+        return tuple(self.types)
+
 
 # How messages name the broadcast of self and target (its shape is B in docs/operators.md).
 BROADCAST_OPERAND = "broadcast(self, target)"
@@ -473,38 +714,26 @@ def validate(
     op_type: str, inputs: Mapping[str, TensorInfo | None], attrs: Mapping[str, Any]
 ) -> CheckedCall:
     """The validation of docs/operators.md, in CANN's order: null, element type, rank,
-    broadcast, attributes."""
+    broadcast, attributes. `inputs` is keyed by input name; an optional input that is
+    missing or None is absent."""
     op = operator(op_type)
     infos: dict[str, TensorInfo] = {}
-    for name in INPUT_NAMES:
-        info = inputs.get(name)
-        if info is None:
-            raise MissingInputError(op.name, name, "is required")
-        infos[name] = info
-    extra = sorted(set(inputs) - set(INPUT_NAMES))
+    for spec_input in op.inputs:
+        info = inputs.get(spec_input.name)
+        if info is not None:
+            infos[spec_input.name] = info
+        elif not spec_input.optional:
+            raise MissingInputError(op.name, spec_input.name, "is required")
+    extra = sorted(set(inputs) - set(op.input_names))
     if extra:
         raise InvalidArgumentError(
-            op.name, extra[0], f"is not an input of {op.name} ({', '.join(INPUT_NAMES)})"
+            op.name, extra[0], f"is not an input of {op.name} ({', '.join(op.input_names)})"
         )
-    types = {n: check_element_type(op, n, infos[n].dtype) for n in INPUT_NAMES}
-    shapes = {n: infos[n].shape for n in INPUT_NAMES}
-    for n in INPUT_NAMES:
+    types = {n: check_element_type(op, n, info.dtype) for n, info in infos.items()}
+    shapes = {n: info.shape for n, info in infos.items()}
+    for n in shapes:
         check_rank(op, n, shapes[n])
-    b = it = result = None
-    if shapes["self"] is not None and shapes["target"] is not None:
-        b = broadcast_shapes(op.name, [("self", shapes["self"]), ("target", shapes["target"])])
-        if op.grad_output_may_enlarge:
-            if shapes["grad_output"] is not None:
-                it = broadcast_shapes(
-                    op.name, [("grad_output", shapes["grad_output"]), (BROADCAST_OPERAND, b)]
-                )
-        else:
-            if shapes["grad_output"] is not None:
-                broadcast_shapes(
-                    op.name, [("grad_output", shapes["grad_output"]), (BROADCAST_OPERAND, b)]
-                )
-                check_no_enlarge(op, shapes["grad_output"], b)
-            it = b
+    b, it = _iteration_space(op, shapes)
     checked_attrs = check_attributes(op, attrs)
     promoted = promote_types(types.values())
     result = shapes[op.differentiates] if op.differentiates else it
@@ -524,6 +753,33 @@ def validate(
         result_shape=result,
         divisor=divisor,
     )
+
+
+def _iteration_space(
+    op: OperatorSpec, shapes: Mapping[str, Shape | None]
+) -> tuple[Shape | None, Shape | None]:
+    """(B, the iteration space), checking every input's broadcasting in input order: B is the
+    broadcast of the BASE inputs; an ENLARGES input broadcasts with it, a FITS input must fit
+    into B. None where a needed rank is unknown."""
+    base = [(n, shapes[n]) for n in op.base_inputs]
+    if any(shape is None for _, shape in base):
+        return None, None
+    named = [(n, shape) for n, shape in base if shape is not None]
+    b = named[0][1] if len(named) == 1 else broadcast_shapes(op.name, named)
+    b_name = op.broadcast_name
+    it: Shape | None = b
+    for spec_input in op.inputs:
+        shape = shapes.get(spec_input.name)
+        if spec_input.broadcast is Broadcast.ENLARGES:
+            it = (
+                None
+                if shape is None or it is None
+                else broadcast_shapes(op.name, [(spec_input.name, shape), (b_name, it)])
+            )
+        elif spec_input.broadcast is Broadcast.FITS and shape is not None:
+            broadcast_shapes(op.name, [(spec_input.name, shape), (b_name, b)])
+            check_no_enlarge(op, shape, b, spec_input.name, b_name)
+    return b, it
 
 
 class Divisor(StrEnum):

@@ -25,6 +25,7 @@ class KernelSource:
 
     main: level2.Level2Generic
     narrowing: GenericOp | None  # the truncf-only generic after a sum, if any
+    names: tuple[str, ...] = spec.INPUT_NAMES  # each input's name (the kernel's parameters)
 
 
 def kernel_source(function: func.FuncOp) -> KernelSource | None:
@@ -43,15 +44,16 @@ def kernel_source(function: func.FuncOp) -> KernelSource | None:
                 "the Ascend C backend: its tiling function computes n from the shapes and each "
                 "project compiles its attributes in; lower without runtime_parameters",
             )
-        return KernelSource(analysed.main, analysed.narrowing)
+        return KernelSource(analysed.main, analysed.narrowing, analysed.input_names)
     return _without_identity(generics)
 
 
 def _without_identity(generics: list[GenericOp]) -> KernelSource:
     """analyze_function's structural rules for a function without identity attributes:
-    one generic over the three inputs, optionally followed by one that only narrows it."""
+    one generic over the three inputs (and any further ones, named input3, ...), optionally
+    followed by one that only narrows it."""
     main = level2.analyze_generic(generics[0])
-    if len(main.inputs) != len(spec.INPUT_NAMES):
+    if len(main.inputs) < len(spec.INPUT_NAMES):
         raise level2.Level2ContractError(main.op, "reads (grad_output, self, target) in order")
     if len(generics) > 2:
         raise level2.Level2ContractError(
@@ -70,7 +72,8 @@ def _without_identity(generics: list[GenericOp]) -> KernelSource:
             raise level2.Level2ContractError(
                 narrowing, "a second generic only narrows the first one's sum (truncf + yield)"
             )
-    return KernelSource(main, narrowing)
+    extra = tuple(f"input{k}" for k in range(len(spec.INPUT_NAMES), len(main.inputs)))
+    return KernelSource(main, narrowing, (*spec.INPUT_NAMES, *extra))
 
 
 def affine_map(index_map: level2.IndexMap, loops: int) -> AffineMap:

@@ -13,7 +13,7 @@ from functools import cache
 
 from lossgrad_compiler import spec
 
-GRAD_OUTPUT, SELF, TARGET = range(3)  # operand positions, in spec.INPUT_NAMES order
+GRAD_OUTPUT, SELF, TARGET = range(3)  # operand positions (every operator's first inputs)
 
 IndexMap = tuple[int | None, ...]
 """Per operand dimension: the loop index that reads it, or None for the constant 0."""
@@ -39,7 +39,7 @@ class LoweringPlan:
     """Everything about a lowering that depends on shapes and the divisor only."""
 
     loops: int  # rank of the iteration space
-    input_maps: tuple[IndexMap, IndexMap, IndexMap]  # grad_output, self, target
+    input_maps: tuple[IndexMap, ...]  # per present input, in the operator's order
     output_map: IndexMap  # the result (or accumulator) in the iteration space
     reduction_loops: tuple[bool, ...]  # per loop: summed over (absent from the output map)
     output_shape: tuple[int | None, ...]  # the op's result shape; None = dynamic
@@ -74,17 +74,20 @@ def _dynamic_source(
     raise ValueError(f"axis {axis} is dynamic but no operand has a dynamic size there")
 
 
-def _scale_count(divisor: spec.Divisor | None, shapes: tuple[spec.Shape, ...]) -> ScaleCount | None:
-    """n as a static factor times run-time sizes, for the divisor spec.validate resolved."""
+def _scale_count(
+    divisor: spec.Divisor | None, shapes: tuple[spec.Shape, ...], base: tuple[int, ...]
+) -> ScaleCount | None:
+    """n as a static factor times run-time sizes, for the divisor spec.validate resolved
+    (numel(B) is numel of the broadcast of the `base` operands: self and target, or self)."""
     if divisor is spec.Divisor.NUMEL:
-        b = spec.broadcast_shapes("", [("self", shapes[SELF]), ("target", shapes[TARGET])])
+        b = spec.broadcast_shapes("", [(str(k), shapes[k]) for k in base])
         factor = 1
         dynamic: list[DimSource] = []
         for axis, d in enumerate(b):
             if isinstance(d, int):
                 factor *= d
             else:
-                dynamic.append(_dynamic_source(axis, len(b), shapes, (SELF, TARGET)))
+                dynamic.append(_dynamic_source(axis, len(b), shapes, base))
         return ScaleCount(factor, tuple(dynamic))
     if divisor is spec.Divisor.BATCH:
         first = shapes[SELF][0]
@@ -95,38 +98,41 @@ def _scale_count(divisor: spec.Divisor | None, shapes: tuple[spec.Shape, ...]) -
 @cache
 def plan_lowering(
     op_type: str,
-    shapes: tuple[spec.Shape, spec.Shape, spec.Shape],
+    names: tuple[str, ...],
+    shapes: tuple[spec.Shape, ...],
     divisor: spec.Divisor | None,
 ) -> LoweringPlan:
-    """The plan for a validated call (shapes in grad_output, self, target order; None =
-    dynamic)."""
+    """The plan for a validated call: `names` are the present inputs in the operator's order
+    and `shapes` theirs (None = dynamic)."""
     op = spec.operator(op_type)
-    b = spec.broadcast_shapes(op.name, [("self", shapes[SELF]), ("target", shapes[TARGET])])
-    if op.grad_output_may_enlarge:
-        iteration = spec.broadcast_shapes(op.name, [("grad_output", shapes[GRAD_OUTPUT]), ("B", b)])
-    else:
-        iteration = b
+    position = {name: k for k, name in enumerate(names)}
+    base = tuple(position[n] for n in op.base_inputs)
+    b = spec.broadcast_shapes(op.name, [(names[k], shapes[k]) for k in base])
+    iteration = b
+    for k, name in enumerate(names):
+        if op.input(name).broadcast is spec.Broadcast.ENLARGES:
+            iteration = spec.broadcast_shapes(op.name, [(name, shapes[k]), ("B", iteration)])
     loops = len(iteration)
     input_maps = tuple(operand_map(s, iteration) for s in shapes)
     if op.differentiates:
-        result = SELF if op.differentiates == "self" else TARGET
+        result = position[op.differentiates]
         output_map = input_maps[result]
         output_shape = shapes[result]
         sources = tuple((result, j) for j, d in enumerate(output_shape) if d is None)
     else:
         output_map = tuple(range(loops))
         output_shape = iteration
-        order = (SELF, TARGET, GRAD_OUTPUT)
+        order = (*base, *(k for k in range(len(names)) if k not in base))
         sources = tuple(
             _dynamic_source(a, loops, shapes, order) for a, d in enumerate(iteration) if d is None
         )
     present = set(output_map)
     return LoweringPlan(
         loops=loops,
-        input_maps=(input_maps[0], input_maps[1], input_maps[2]),
+        input_maps=input_maps,
         output_map=output_map,
         reduction_loops=tuple(i not in present for i in range(loops)),
         output_shape=tuple(output_shape),
         output_dim_sources=sources,
-        scale=_scale_count(divisor, shapes),
+        scale=_scale_count(divisor, shapes, base),
     )

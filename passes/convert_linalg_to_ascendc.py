@@ -52,7 +52,6 @@ from lossgrad_compiler.passes.ascendc_body_rules import (
 )
 from lossgrad_compiler.passes.ascendc_level2 import KernelSource, affine_map, kernel_source
 
-INPUT_NAMES = spec.INPUT_NAMES
 OUTPUT_NAME = "out"
 DATA_COPY_BYTES = 32  # DataCopy moves whole 32-byte blocks
 
@@ -114,14 +113,15 @@ def _static_numel(source: KernelSource) -> int | None:
 def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
     main = source.main
     out_element = main.value.type
+    inputs = len(main.inputs)
     args: list[tuple[str, Attribute]] = [
         (n, asc.GlobalTensorType(o.block_arg.type))
-        for n, o in zip(INPUT_NAMES, main.inputs, strict=True)
+        for n, o in zip(source.names, main.inputs, strict=True)
     ]
     args.append((OUTPUT_NAME, asc.GlobalTensorType(out_element)))
     for k, value in enumerate(main.captured):
         args.append((value.name_hint or f"scalar{k}", value.type))
-    kernel = asc.KernelOp(name, args, num_inputs=len(INPUT_NAMES))
+    kernel = asc.KernelOp(name, args, num_inputs=inputs)
     block = kernel.entry
     loop = asc.TileLoopOp()
     block.add_op(loop)
@@ -135,7 +135,7 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
         return n_static is None or n_static * asc.element_bits(element) // 8 % DATA_COPY_BYTES != 0
 
     env: dict[SSAValue, Value] = {}
-    for value, arg in zip(main.captured, block.args[len(INPUT_NAMES) + 1 :], strict=True):
+    for value, arg in zip(main.captured, block.args[inputs + 1 :], strict=True):
         env[value] = Scalar(arg)
     in_offset, in_count = loop.stage("copy_in").args
     queues_to_free: list[tuple[SSAValue, SSAValue]] = []
@@ -166,7 +166,7 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
 
     out_offset, out_count = loop.stage("copy_out").args
     result = copy_out.insert(asc.DequeOp(out_queue)).result
-    copy_out.insert(asc.CopyOutOp(block.args[len(INPUT_NAMES)], out_offset, result, out_count,
+    copy_out.insert(asc.CopyOutOp(block.args[inputs], out_offset, result, out_count,
                                   pad(out_element)))  # fmt: skip
     copy_out.insert(asc.FreeOp(out_queue, result))
     return kernel

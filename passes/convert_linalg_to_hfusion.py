@@ -6,8 +6,8 @@ more than one op. Per signature function, read through lossgrad_compiler.level2,
 replaces the elementwise `linalg.generic` (and the narrowing one after a sum) by:
 
 * per input the body reads: a one-element input becomes a scalar (`tensor.extract`, widened
-  by a scalar `arith.extf`) unless exp or log reads it; any other input is widened at its
-  own shape (`hfusion.cast`),
+  by a scalar `arith.extf`) unless exp or log reads it or the scalar unit and a vector op
+  would both read its load; any other input is widened at its own shape (`hfusion.cast`),
   its broadcast 1s collapsed (`tensor.collapse_shape`) and broadcast to the iteration shape
   (`linalg.broadcast`);
 * the body, one named op per scalar op in level 2's order (hfusion_body_rules.py), so half
@@ -86,10 +86,47 @@ class ConvertLinalgToHfusionPass(ModulePass):
 
 
 def convert_function(function: func.FuncOp) -> None:
+    _convert(function, _loads_both_units_read(function))
+
+
+def _loads_both_units_read(function: func.FuncOp) -> frozenset[int]:
+    """The positions of the one-element inputs that are broadcast rather than read as
+    scalars, because the `tensor.extract` of each would be read both by the scalar unit's
+    arithmetic and by a vector op. AscendNPU IR 1.2.0 fails to outline many such kernels
+    ("outline single kernel failed", its fusion kind inferred UNKNOWN): HuberLossBackward in
+    float32 with a 0-d grad_output, whose `(-g)*delta` and `g*delta` are scalar and `d*g` a
+    vector op. A widened load is read by its one `arith.extf` only, and compiles. The rule
+    is wider than the failure (bishengir takes some mixed chains, such as `(d*(g*c))*g`, and
+    not `(d*g)*(g*c)`); no narrower condition was pinned down. Broadcasting changes no
+    value, only which unit computes the scalar part. Found by converting a copy: each
+    refusal turns the refused input's ops into vector ops, which may leave another load
+    read by both, hence the loop."""
+    refused: frozenset[int] = frozenset()
+    while True:
+        trial = function.clone()
+        mixed = {
+            position
+            for position, load in _convert(trial, refused).items()
+            if _read_by_both_units(load)
+        }
+        if mixed <= refused:
+            return refused
+        refused |= mixed
+
+
+def _read_by_both_units(load: SSAValue) -> bool:
+    users = [use.operation for use in load.uses]
+    scalar = [u for u in users if u.dialect_name() in ("arith", "math")]
+    return bool(scalar) and len(scalar) < len(users)
+
+
+def _convert(function: func.FuncOp, refused: frozenset[int]) -> dict[int, SSAValue]:
+    """Convert in place, every one-element input at a position in `refused` broadcast; the
+    scalar loads made, by input position."""
     f = level2.analyze_function(function)
     _check_supported(f)
     builder = Builder(InsertPoint.before(f.main.op))
-    shapes = Shapes(builder, f)
+    shapes = Shapes(builder, f, refused)
     env: dict[SSAValue, Value] = {}
     for operand in f.operands:
         if operand.reads:
@@ -122,6 +159,7 @@ def convert_function(function: func.FuncOp) -> None:
     _erase_dead_ops(function.body.block)
     function.attributes[HACC_ENTRY] = UnitAttr()
     function.attributes[HACC_FUNCTION_KIND] = FunctionKindAttr(FunctionKind.HOST)
+    return shapes.scalar_loads
 
 
 def _check_supported(f: level2.Level2Function) -> None:
@@ -152,9 +190,13 @@ class Shapes:
     """Builds the tensors of one function: dynamic sizes, empties, loads, broadcasts, and the
     result's sum and reshape."""
 
-    def __init__(self, builder: Builder, f: level2.Level2Function) -> None:
+    def __init__(
+        self, builder: Builder, f: level2.Level2Function, refused: frozenset[int] = frozenset()
+    ) -> None:
         self.builder = builder
         self.f = f
+        self.refused = refused  # positions of one-element inputs broadcast, not loaded
+        self.scalar_loads: dict[int, SSAValue] = {}  # the tensor.extract of each, by position
         self.loops = f.main.loops
         self.loop_sizes = f.main.loop_sizes()
         self.iteration: Loops = tuple(range(self.loops))
@@ -203,11 +245,17 @@ class Shapes:
         """The operand as the body reads it (widened when it is read widened)."""
         g = operand.generic
         compute = operand.widening.result.type if operand.widening else None
-        if g.is_scalar and self.loops > 0 and not _reaches_vector_only_op(operand.loaded):
+        if (
+            g.is_scalar
+            and self.loops > 0
+            and operand.position not in self.refused
+            and not _reaches_vector_only_op(operand.loaded)
+        ):
             zero = self.builder.insert(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
             element = operand.argument.type.get_element_type()  # type: ignore[attr-defined]
             extract = tensor.ExtractOp(operand.argument, [zero] * g.rank, element)
             value = self.builder.insert(extract).result
+            self.scalar_loads[operand.position] = value
             if compute is not None:
                 value = self.builder.insert(arith.ExtFOp(value, compute)).result
             return Scalar(value)

@@ -15,6 +15,7 @@ import gc
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from xdsl.context import Context
@@ -32,13 +33,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from lossgrad_compiler import level2, spec
-from lossgrad_compiler.dialects.lossgrad import (
-    MLIR_FLOAT_TYPES,
-    KlDivBackwardOp,
-    KlDivTargetBackwardOp,
-    LossGradOp,
-    SmoothL1LossBackwardOp,
-)
+from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, LossGradOp
 from lossgrad_compiler.passes.broadcast_plan import (
     DimSource,
     LoweringPlan,
@@ -60,12 +55,15 @@ from lossgrad_compiler.passes.lowering_utils import (
 class BodyValues:
     """The scalar operands of a formula, already in the compute type C."""
 
-    ge: SSAValue  # grad_output times the scale (or grad_output when there is none)
+    ge: SSAValue  # grad_output times the scale (Scaling.GRAD_OUTPUT), else grad_output
     x: SSAValue | None  # self; None for formulas that do not read it
     t: SSAValue  # target
     compute: spec.FloatType  # C
     compute_type: Attribute  # C as an MLIR type
     parameters: Mapping[str, SSAValue]  # run-time attribute values, already in C
+    go: SSAValue | None = None  # grad_output
+    scale: SSAValue | None = None  # 1/n (RECIPROCAL) or n (DIVISOR); None: nothing scaled
+    optional: Mapping[str, SSAValue] | None = None  # the optional inputs that are present
 
 
 Formula = Callable[[ScalarBuilder, BodyValues], SSAValue]
@@ -123,6 +121,112 @@ def smooth_l1_loss_backward(beta: float) -> Formula:
     return body
 
 
+def mse_loss_backward() -> Formula:
+    """mulf(mulf(x - t, 2/n), g): PyTorch's `norm * (input - target) * grad_output`, with
+    2/n = (1/n)*2, exact; 2 where nothing is scaled."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None and v.go is not None
+        two = b.constant(2.0, v.compute_type)
+        factor = b.mulf(v.scale, two) if v.scale is not None else two
+        return b.mulf(b.mulf(b.subf(v.x, v.t), factor), v.go)
+
+    return body
+
+
+def huber_loss_backward(delta: float) -> Formula:
+    """select(d < -delta, (g*(-s))*delta, select(d > delta, (g*s)*delta, (d*s)*g)),
+    d = x - t, PyTorch's order; without a scale (-g)*delta, g*delta, d*g. A run-time delta
+    (v.parameters) takes the place of the constant."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None and v.go is not None
+        delta_c = float(v.compute.dtype.type(delta))
+        delta_value = v.parameters.get("delta") or b.constant(delta_c, v.compute_type)
+        d = b.subf(v.x, v.t)
+        if v.scale is None:
+            below = b.mulf(b.negf(v.go), delta_value)
+            above = b.mulf(v.go, delta_value)
+            inside = b.mulf(d, v.go)
+        else:
+            below = b.mulf(b.mulf(v.go, b.negf(v.scale)), delta_value)
+            above = b.mulf(b.mulf(v.go, v.scale), delta_value)
+            inside = b.mulf(b.mulf(d, v.scale), v.go)
+        upper = b.select(b.cmpf("ogt", d, delta_value), above, inside)
+        return b.select(b.cmpf("olt", d, b.negf(delta_value)), below, upper)
+
+    return body
+
+
+def sigmoid(b: ScalarBuilder, z: SSAValue, compute_type: Attribute) -> SSAValue:
+    """1/(1+exp(-z)) for z > 0, else exp(z)/(1+exp(z)) (onnx's reference Sigmoid): one exp of
+    -|z|, which never overflows; a NaN z takes the second form and stays NaN."""
+    zero = b.constant(0.0, compute_type)
+    one = b.constant(1.0, compute_type)
+    positive = b.cmpf("ogt", z, zero)
+    e = b.exp(b.select(positive, b.negf(z), z))
+    return b.divf(b.select(positive, one, e), b.addf(one, e))
+
+
+def _divide_by_n(b: ScalarBuilder, v: BodyValues, value: SSAValue) -> SSAValue:
+    """A DIVISOR formula's last step: value / n where the reduction scales (mean)."""
+    return b.divf(value, v.scale) if v.scale is not None else value
+
+
+def soft_margin_loss_backward() -> Formula:
+    """mulf(mulf(t, g), subf(sigmoid(mulf(t, x)), 1)), divided by n for mean."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None and v.go is not None
+        tg = b.mulf(v.t, v.go)
+        one = b.constant(1.0, v.compute_type)
+        value = b.mulf(tg, b.subf(sigmoid(b, b.mulf(v.t, v.x), v.compute_type), one))
+        return _divide_by_n(b, v, value)
+
+    return body
+
+
+def binary_cross_entropy_backward() -> Formula:
+    """divf(mulf(g, x - t), clamp(mulf(x, 1 - x), min=BCE_EPSILON)), times weight, divided by n
+    for mean. The clamp is cmpf olt + select: a NaN product stays NaN, as torch.clamp."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None and v.go is not None and v.optional is not None
+        numerator = b.mulf(v.go, b.subf(v.x, v.t))
+        one = b.constant(1.0, v.compute_type)
+        product = b.mulf(v.x, b.subf(one, v.x))
+        eps = b.constant(float(v.compute.dtype.type(spec.BCE_EPSILON)), v.compute_type)
+        clamped = b.select(b.cmpf("olt", product, eps), eps, product)
+        value = b.divf(numerator, clamped)
+        if "weight" in v.optional:
+            value = b.mulf(value, v.optional["weight"])
+        return _divide_by_n(b, v, value)
+
+    return body
+
+
+def binary_cross_entropy_with_logits_backward() -> Formula:
+    """mulf(sigmoid(x) - t, g), or with pos_weight p mulf(((p*t + 1) - t)*sigmoid(x) - p*t,
+    g) (PyTorch's graph order); times weight, divided by n for mean."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None and v.go is not None and v.optional is not None
+        p = v.optional.get("pos_weight")
+        if p is None:
+            value = b.mulf(b.subf(sigmoid(b, v.x, v.compute_type), v.t), v.go)
+        else:
+            pt = b.mulf(p, v.t)
+            one = b.constant(1.0, v.compute_type)
+            log_weight = b.subf(b.addf(pt, one), v.t)
+            sig = sigmoid(b, v.x, v.compute_type)
+            value = b.mulf(b.subf(b.mulf(log_weight, sig), pt), v.go)
+        if "weight" in v.optional:
+            value = b.mulf(value, v.optional["weight"])
+        return _divide_by_n(b, v, value)
+
+    return body
+
+
 # --------------------------------------------------------------------------- one op
 
 
@@ -144,10 +248,12 @@ class OpLowering:
         self.formula = formula
         self.reads_self = reads_self
         self.parameters = dict(parameters or {})  # run-time parameters (function arguments)
-        self.operands = (op.grad_output, op.self_, op.target)
+        self.inputs = op.input_values()
+        self.operands = tuple(self.inputs.values())
         self.checked = op.check()
-        shapes = tuple(self.checked.shapes[n] for n in spec.INPUT_NAMES)
-        self.plan: LoweringPlan = plan_lowering(op.SPEC.name, shapes, self.checked.divisor)
+        names = tuple(self.inputs)
+        shapes = tuple(self.checked.shapes[n] for n in names)
+        self.plan: LoweringPlan = plan_lowering(op.SPEC.name, names, shapes, self.checked.divisor)
         self.compute = self.checked.compute
         self.compute_type = MLIR_FLOAT_TYPES[self.compute.mlir]
         self.ops: list[Operation] = []
@@ -163,15 +269,18 @@ class OpLowering:
         return found
 
     def scale(self, count: ScaleCount | None) -> SSAValue | None:
-        """1/n in C: a constant for static shapes, else from tensor.dim (index → i64 → C)."""
+        """1/n in C (n itself for a Scaling.DIVISOR formula): a constant for static shapes,
+        else from tensor.dim (index → i64 → C)."""
         if count is None:
             return None
         b = self.outer
+        reciprocal = self.op.SPEC.scaling is not spec.Scaling.DIVISOR
         n: SSAValue | None = self.parameters.get(level2.PARAMETER_N)
         if n is None and count.is_static:
             c = self.compute.dtype.type
             with np.errstate(divide="ignore"):
-                value = float(c(1) / c(count.static_factor))
+                factor = c(count.static_factor)
+                value = float(c(1) / factor if reciprocal else factor)
             return b.constant(value, self.compute_type)
         if n is None:
             for source in count.dynamic:
@@ -183,29 +292,44 @@ class OpLowering:
             n.name_hint = "numel" if count.static_factor != 1 or len(count.dynamic) > 1 else "dim"
         as_i64 = b.cast(arith.IndexCastOp, n, i64)
         as_float = b.cast(arith.UIToFPOp, as_i64, self.compute_type)
+        if not reciprocal:
+            as_i64.name_hint, as_float.name_hint = "n_i64", "n"
+            return as_float
         one = b.constant(1.0, self.compute_type)
         as_i64.name_hint, as_float.name_hint, one.name_hint = "n_i64", "n", "one"
         return b.divf(one, as_float)
 
     def body(self, scale: SSAValue | None, output_type: Attribute) -> Block:
         """The elementwise body: extf the inputs it reads, the formula, then truncf or +=."""
-        types = [self.checked.types[n] for n in spec.INPUT_NAMES]
+        names = list(self.inputs)
+        types = [self.checked.types[n] for n in names]
         block = Block(arg_types=[*(MLIR_FLOAT_TYPES[t.mlir] for t in types), output_type])
         ops: list[Operation] = []
         b = ScalarBuilder(ops)
-        reads = (True, self.reads_self, True)
-        widened: list[SSAValue | None] = []
-        for arg, element, read in zip(block.args[:3], types, reads, strict=True):
-            if not read:
-                widened.append(None)
+        widened: dict[str, SSAValue | None] = {}
+        for arg, name, element in zip(block.args, names, types, strict=False):
+            if name == "self" and not self.reads_self:
+                widened[name] = None
             elif _is_narrower(element, self.compute):
-                widened.append(b.cast(arith.ExtFOp, arg, self.compute_type))
+                widened[name] = b.cast(arith.ExtFOp, arg, self.compute_type)
             else:
-                widened.append(arg)
-        go, x, t = widened
+                widened[name] = arg
+        go, x, t = widened["grad_output"], widened["self"], widened["target"]
         assert go is not None and t is not None
-        ge = b.mulf(go, scale) if scale is not None else go
-        values = BodyValues(ge, x, t, self.compute, self.compute_type, self.float_parameters)
+        scaled_first = self.op.SPEC.scaling is spec.Scaling.GRAD_OUTPUT
+        ge = b.mulf(go, scale) if scale is not None and scaled_first else go
+        optional = {n: v for n, v in widened.items() if n in self.op.SPEC.optional_inputs}
+        values = BodyValues(
+            ge,
+            x,
+            t,
+            self.compute,
+            self.compute_type,
+            self.float_parameters,
+            go=go,
+            scale=None if scaled_first else scale,
+            optional={n: v for n, v in optional.items() if v is not None},
+        )
         value = self.formula(b, values)
         if self.plan.accumulates:
             value = b.addf(block.args[3], value)
@@ -275,12 +399,24 @@ class OpLowering:
         )
 
 
-FORMULAS: dict[type[LossGradOp], Callable[[LossGradOp], tuple[Formula, bool]]] = {
-    KlDivBackwardOp: lambda op: (kl_div_backward(op.log_target_flag), False),
-    KlDivTargetBackwardOp: lambda op: (kl_div_target_backward(op.log_target_flag), True),
-    SmoothL1LossBackwardOp: lambda op: (smooth_l1_loss_backward(op.beta_value), True),
+FormulaFor = Callable[[Mapping[str, Any]], tuple[Formula, bool]]
+FORMULAS: dict[str, FormulaFor] = {
+    spec.KL_DIV_BACKWARD.name: lambda a: (kl_div_backward(bool(a["log_target"])), False),
+    spec.KL_DIV_TARGET_BACKWARD.name: lambda a: (
+        kl_div_target_backward(bool(a["log_target"])),
+        True,
+    ),
+    spec.SMOOTH_L1_LOSS_BACKWARD.name: lambda a: (smooth_l1_loss_backward(a["beta"]), True),
+    spec.MSE_LOSS_BACKWARD.name: lambda a: (mse_loss_backward(), True),
+    spec.HUBER_LOSS_BACKWARD.name: lambda a: (huber_loss_backward(a["delta"]), True),
+    spec.SOFT_MARGIN_LOSS_BACKWARD.name: lambda a: (soft_margin_loss_backward(), True),
+    spec.BINARY_CROSS_ENTROPY_BACKWARD.name: lambda a: (binary_cross_entropy_backward(), True),
+    spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name: lambda a: (
+        binary_cross_entropy_with_logits_backward(),
+        True,
+    ),
 }
-"""Per op class: its formula and whether the formula reads `self`."""
+"""Per operator: its formula for the op's attributes, and whether the formula reads `self`."""
 
 
 @dataclass
@@ -292,7 +428,7 @@ class LowerLossgradOp(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LossGradOp, rewriter: PatternRewriter) -> None:
-        formula, reads_self = FORMULAS[type(op)](op)
+        formula, reads_self = FORMULAS[op.SPEC.name](op.onnx_attributes())
         lowering = OpLowering(op, formula, reads_self, self.parameters.get(op))
         value = lowering.build()
         rewriter.replace(op, lowering.ops, [value])
@@ -321,7 +457,9 @@ def mark_functions(module: ModuleOp) -> dict[func.FuncOp, LossGradOp]:
         if len(ops) == 1:
             checked = ops[0].check()
             function.attributes.update(
-                level2.identity_attributes(checked.op, checked.attrs, checked.divisor)
+                level2.identity_attributes(
+                    checked.op, checked.attrs, checked.divisor, checked.present
+                )
             )
             marked[function] = ops[0]
     return marked
@@ -338,7 +476,7 @@ def runtime_parameter_names(op: LossGradOp) -> list[str]:
         value = checked.attrs[a.name]
         if a.kind is spec.AttrKind.FLOAT and float(checked.compute.dtype.type(value)) > (
             a.minimum or 0.0
-        ):
+        ):  # SmoothL1's beta only in its division form; a value that rounds to 0 is a constant
             names.append(a.name)
     return names
 
@@ -354,7 +492,7 @@ def add_parameters(function: func.FuncOp, op: LossGradOp) -> dict[str, SSAValue]
     ):
         raise PassFailedException(
             f"lower-lossgrad{{runtime_parameters=true}}: @{function.sym_name.data} must take "
-            "(grad_output, self, target) and return its one lossgrad op's result"
+            "its lossgrad op's inputs (grad_output, self, target, ...) and return its result"
         )
     names = runtime_parameter_names(op)
     values: dict[str, SSAValue] = {}

@@ -24,6 +24,15 @@ from lossgrad_compiler.runtime.ort import library_path
 from lossgrad_compiler.runtime.ort_io import run_session
 
 FEED_NAMES = ("go", "x", "t")
+FEEDS: dict[str, str] = {
+    "grad_output": "go",
+    "self": "x",
+    "target": "t",
+    "weight": "w",
+    "pos_weight": "pw",
+}
+"""The graph input of each operator input (FEED_NAMES: the three every operator takes)."""
+
 ENV_LIBRARY = "LOSSGRAD_TEST_ORT_LIBRARY"
 
 if os.environ.get(ENV_LIBRARY):
@@ -62,40 +71,55 @@ def builds_vector_log(arch_flags: tuple[str, ...]) -> bool:
 def node_model(
     op_type: str,
     attrs: dict[str, Any],
-    dtypes: tuple[Any, Any, Any],
-    shapes: tuple[tuple, tuple, tuple],
+    dtypes: tuple[Any, ...],
+    shapes: tuple[tuple, ...],
     result: tuple[Any, tuple] | None = None,
     *,
     write_attributes: bool = True,
     node_name: str = "node",
+    names: tuple[str, ...] | None = None,
 ) -> ModelProto:
-    """One ai.lossgrad node over graph inputs go, x, t; output `out`.
+    """One ai.lossgrad node over graph inputs go, x, t (and w, pw for the optional inputs
+    in `names`, the inputs given, in the op's order); output `out`.
 
     With write_attributes=False the attributes are put on the node as given (wrong types
     and values included), bypassing the builders' checks."""
+    names = names or spec.INPUT_NAMES
+    feeds = [FEEDS[n] for n in names]
+    by_name = {n: FEEDS[n] for n in names}
     if write_attributes:
-        node = lo.make_node(op_type, list(FEED_NAMES), "out", name=node_name, **attrs)
+        node = lo.make_node(op_type, by_name, "out", name=node_name, **attrs)
     else:
         from onnx import helper
 
+        order = spec.operator(op_type).input_names if op_type in spec.OPERATORS else names
+        listed = [by_name.get(n, "") for n in order]
+        while listed and not listed[-1]:
+            listed.pop()
         node = helper.make_node(
-            op_type, list(FEED_NAMES), ["out"], name=node_name, domain=spec.DOMAIN, **attrs
+            op_type, listed, ["out"], name=node_name, domain=spec.DOMAIN, **attrs
         )
     if result is None:  # symbolic sizes of the largest input's rank
         rank = max(len(shape) for shape in shapes)
         result = (dtypes[1], tuple(f"o{i}" for i in range(rank)))
     out_dtype, out_shape = result
-    inputs = [(n, d, s) for n, d, s in zip(FEED_NAMES, dtypes, shapes, strict=True)]
+    inputs = [(n, d, s) for n, d, s in zip(feeds, dtypes, shapes, strict=True)]
     graph = lo.make_graph([node], inputs, [("out", out_dtype, out_shape)])
     return lo.make_model(graph)
 
 
 def case_model(case: Any) -> ModelProto:
     """The single-node model of a tests.helpers.cases.Case."""
-    dtypes = tuple(case.inputs[n].dtype for n in spec.INPUT_NAMES)
-    shapes = tuple(case.inputs[n].shape for n in spec.INPUT_NAMES)
+    names = case.checked.present
+    dtypes = tuple(case.inputs[n].dtype for n in names)
+    shapes = tuple(case.inputs[n].shape for n in names)
     return node_model(
-        case.op_type, case.attrs, dtypes, shapes, (case.result_dtype, case.result_shape)
+        case.op_type,
+        case.attrs,
+        dtypes,
+        shapes,
+        (case.result_dtype, case.result_shape),
+        names=names,
     )
 
 
@@ -112,7 +136,7 @@ def native_session(
 
 
 def feeds_of(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {f: inputs[n] for f, n in zip(FEED_NAMES, spec.INPUT_NAMES, strict=True)}
+    return {FEEDS[n]: a for n, a in inputs.items() if a is not None}
 
 
 def run(session: ort.InferenceSession, inputs: dict[str, np.ndarray]) -> np.ndarray:

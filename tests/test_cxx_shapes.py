@@ -29,7 +29,7 @@ def test_every_ascendc_project_ships_the_same_checks(tmp_path: Path) -> None:
     _, module = lower_model(examples.example_model())
     emit_project(module, tmp_path)
     headers = sorted(tmp_path.rglob("op_api/lossgrad_shapes.h"))
-    assert len(headers) == 3
+    assert len(headers) == len(examples.example_model().graph.node)  # one project per node
     for header in headers:
         assert header.read_text() == lossgrad_shapes_header()
         wrapper = next(header.parent.glob("aclnn_*.cpp")).read_text()

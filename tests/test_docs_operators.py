@@ -18,12 +18,14 @@ ERROR_ROWS: list[tuple[str, type[errors.LossGradError]]] = [
     ("an element type outside the four float types", errors.ElementTypeError),
     ("a rank above 8", errors.RankError),
     (
-        "shapes that do not broadcast, or a grad_output that would enlarge B (KL operators)",
+        "shapes that do not broadcast, or an input that would enlarge B where it must fit "
+        "into it (grad_output of the KL operators and the binary cross entropies, target, "
+        "weight, pos_weight)",
         errors.BroadcastError,
     ),
     (
         "an attribute of the wrong type, an unknown attribute, a reduction the operator does "
-        "not take, beta < 0 or NaN",
+        "not take, beta < 0, delta <= 0, or a NaN beta or delta",
         errors.AttributeValueError,
     ),
     (
@@ -44,14 +46,25 @@ def _rows(header: str, rows: list[list[str]]) -> str:
 def result_table() -> str:
     rows = []
     for op in spec.OPERATORS.values():
-        if op.differentiates:
+        if op.differentiates and op.sums_result:
             shape = f"the shape of {op.differentiates} (B summed back to it)"
+            element = f"the element type of {op.differentiates}"
+        elif op.differentiates:
+            shape = f"the shape of {op.differentiates} (which is B)"
             element = f"the element type of {op.differentiates}"
         else:
             shape = f"broadcast({', '.join(spec.INPUT_NAMES)})"
             element = "the promoted input type"
         rows.append([op.name, shape, element])
     return _rows("| operator | result shape | result element type |", rows)
+
+
+def input_table() -> str:
+    rows = []
+    for op in spec.OPERATORS.values():
+        names = ", ".join(f"[{i.name}]" if i.optional else i.name for i in op.inputs)
+        rows.append([op.name, str(op.since_version), names, f"`{op.aclnn}`"])
+    return _rows("| operator | since version | inputs ([optional]) | aclnn |", rows)
 
 
 def type_table() -> str:
@@ -88,6 +101,7 @@ def error_table() -> str:
 
 
 TABLES = {
+    "input-table": input_table,
     "operator-table": spec.operator_table_markdown,
     "result-table": result_table,
     "type-table": type_table,

@@ -9,10 +9,14 @@ eps_C per summed term), and for float16/bfloat16 results the final rounding of v
 differ by those few eps_C (1 ulp of the result type). float64 is thus checked to ~1e-15
 relative, float32 to ~5e-7, half types to 1 ulp of the result.
 
-The cross product op × reduction × log_target/beta (0 and 0.5) × element type (float16,
-bfloat16, float32, float64) is complete; mixed element types take a round-robin sample. The
-broadcast patterns of helpers.cases are spread over the configurations (all of them for
-float32, five per configuration otherwise), each with a grad_output shape the op accepts."""
+The cross product op × reduction × log_target/beta (0 and 0.5)/delta (0.5 and 2.5) × element
+type (float16, bfloat16, float32, float64) is complete; mixed element types take a
+round-robin sample. The broadcast patterns of helpers.cases that the op takes are spread
+over the configurations (all of them for float32, five per configuration otherwise), each
+with a grad_output shape the op accepts and, round-robin, each way of giving the optional
+inputs (absent, and present in each of their shapes). Each configuration is compiled in
+one of the two modes (functions, inline), in turn; LOSSGRAD_FULL_MATRIX=1 compiles each
+in both."""
 
 from __future__ import annotations
 
@@ -34,22 +38,31 @@ from tests.helpers.cases import (
     BROADCAST_PATTERNS,
     DTYPES,
     Case,
+    full_matrix,
     grad_output_shapes,
     make_case,
     mixed_dtype_combinations,
+    optional_variants,
+    pattern_valid,
 )
 from tests.helpers.tolerances import TIGHT, assert_matches, bits
 
 MODES = ("functions", "inline")
 NAMES = ("go", "x", "t")
+SHORT_NAMES = {"grad_output": "go", "self": "x", "target": "t", "weight": "w", "pos_weight": "pw"}
 
 
 def attribute_variants(op_type: str) -> list[dict[str, Any]]:
     op = spec.operator(op_type)
-    reductions = [r.value for r in op.reductions]
-    if op is spec.SMOOTH_L1_LOSS_BACKWARD:
-        return [{"reduction": r, "beta": b} for r, b in itertools.product(reductions, (0.0, 0.5))]
-    return [{"reduction": r, "log_target": t} for r, t in itertools.product(reductions, (0, 1))]
+    samples = {"beta": (0.0, 0.5), "delta": (0.5, 2.5)}
+    values = [a.choices or samples[a.name] for a in op.attributes]
+    names = [a.name for a in op.attributes]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+def patterns(op_type: str) -> list[Any]:
+    """The broadcast patterns the op takes (a target that must fit into self)."""
+    return [p for p in BROADCAST_PATTERNS if pattern_valid(op_type, p)]
 
 
 def _configs() -> list[tuple[str, dict[str, Any], tuple[Any, Any, Any], str]]:
@@ -76,12 +89,14 @@ CONFIGS = _configs()
 def config_cases(index: int) -> list[Case]:
     op_type, attrs, dtypes, _ = CONFIGS[index]
     all_f32 = all(np.dtype(d) == np.float32 for d in dtypes)
-    count = len(BROADCAST_PATTERNS) if all_f32 else 5
+    usable = patterns(op_type)
+    count = len(usable) if all_f32 else 5
     cases = []
     for k in range(count):
-        pattern = BROADCAST_PATTERNS[(index * 5 + k) % len(BROADCAST_PATTERNS)]
+        pattern = usable[(index * 5 + k) % len(usable)]
         go_shapes = list(grad_output_shapes(op_type, pattern.b).values())
         go_shape = go_shapes[(index + k) % len(go_shapes)]
+        variants = optional_variants(op_type, pattern.b)
         cases.append(
             make_case(
                 op_type,
@@ -92,6 +107,7 @@ def config_cases(index: int) -> list[Case]:
                 dtypes,
                 seed=1000 * index + k,
                 specials=0.05 if k % 2 else 0.0,
+                optional=variants[(index + k) % len(variants)],
             )
         )
     return cases
@@ -109,9 +125,15 @@ def cases_model(
     symbolic (except the broadcast 1s `symbolic` keeps) unless `static`."""
     nodes, inputs, outputs, feeds = [], [], [], {}
     for k, case in enumerate(cases):
-        names = [f"{n}{k}" for n in NAMES]
+        given = case.checked.present
+        names = [
+            f"{SHORT_NAMES[n]}{k}" if n in given else ""
+            for n in spec.operator(case.op_type).input_names
+        ]
+        while names[-1] == "":
+            names.pop()  # ONNX: a trailing optional input is left out
         nodes.append(lo.make_node(case.op_type, names, f"g{k}", name=f"n{k}", **case.attrs))
-        for name, input_name in zip(names, spec.INPUT_NAMES, strict=True):
+        for name, input_name in zip([n for n in names if n], given, strict=True):
             array = case.inputs[input_name]
             shape = list(array.shape) if static else symbolic(array.shape, f"{name}_")
             inputs.append((name, array.dtype, shape))
@@ -137,8 +159,20 @@ def check_outputs(outputs: list[np.ndarray], cases: list[Case], context: str) ->
         )
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("index", range(len(CONFIGS)), ids=[c[3] for c in CONFIGS])
+def _config_modes() -> list[Any]:
+    """Every configuration in both modes with LOSSGRAD_FULL_MATRIX=1; by default each one in
+    one mode, in turn, so that each operator, attribute variant and element type meets both
+    (the mode alternates along the configurations and again along the element types)."""
+    every = len(DTYPES)
+    return [
+        pytest.param(index, mode, id=f"{CONFIGS[index][3]}-{mode}")
+        for index in range(len(CONFIGS))
+        for k, mode in enumerate(MODES)
+        if full_matrix() or k == (index + index // every) % len(MODES)
+    ]
+
+
+@pytest.mark.parametrize(("index", "mode"), _config_modes())
 def test_compiled_model_matches_reference_in_onnxruntime(index: int, mode: str):
     cases = config_cases(index)
     model, feeds = cases_model(cases)
@@ -172,12 +206,16 @@ def test_cross_product_is_complete():
             for dtype in DTYPES:
                 assert (op_type, _label(attrs), dtype.name) in seen
     assert any(len({np.dtype(d) for d in c[2]}) > 1 for c in CONFIGS)
-    used = {
-        (case.inputs["self"].shape, case.inputs["target"].shape)
-        for i in range(len(CONFIGS))
-        for case in config_cases(i)
-    }
-    assert used == {(p.self_shape, p.target_shape) for p in BROADCAST_PATTERNS}
+    for op_type in spec.OPERATORS:
+        indices = [i for i, c in enumerate(CONFIGS) if c[0] == op_type]
+        op_cases = [case for i in indices for case in config_cases(i)]
+        used = {(case.inputs["self"].shape, case.inputs["target"].shape) for case in op_cases}
+        assert used == {(p.self_shape, p.target_shape) for p in patterns(op_type)}, op_type
+        present = {case.checked.present for case in op_cases}
+        optional = spec.operator(op_type).optional_inputs
+        for r in range(len(optional) + 1):
+            for subset in itertools.combinations(optional, r):
+                assert (*spec.INPUT_NAMES, *subset) in present, (op_type, subset)
 
 
 def batch_go_shape(attrs: dict[str, Any]) -> list[int | str]:
@@ -201,6 +239,11 @@ def batch_model(op_type: str, attrs: dict[str, Any], dtype: Any) -> onnx.ModelPr
         ("KlDivTargetBackward", {"reduction": "mean", "log_target": 0}),
         ("SmoothL1LossBackward", {"reduction": "mean", "beta": 0.5}),
         ("SmoothL1LossBackward", {"reduction": "none", "beta": 0.0}),
+        ("MseLossBackward", {"reduction": "mean"}),
+        ("HuberLossBackward", {"reduction": "mean", "delta": 0.5}),
+        ("SoftMarginLossBackward", {"reduction": "mean"}),
+        ("BinaryCrossEntropyBackward", {"reduction": "mean"}),
+        ("BinaryCrossEntropyWithLogitsBackward", {"reduction": "none"}),
     ],
 )
 def test_one_compiled_file_runs_every_batch_size(op_type: str, attrs: dict, mode: str):
@@ -340,7 +383,7 @@ def test_static_empty_dimensions_keep_their_size(op_type: str, dtype: Any, mode:
     """Regression: with static shapes ORT's ExpandElimination took a target size 0 for 1 and
     returned a (1, 3) result where (0, 3) was due (float16 KlDivBackward, mean)."""
     cases = []
-    for pattern in EMPTY_PATTERNS:
+    for pattern in [p for p in EMPTY_PATTERNS if pattern_valid(op_type, p)]:
         for attrs in attribute_variants(op_type)[::3]:
             for go_shape in grad_output_shapes(op_type, pattern.b).values():
                 cases.append(

@@ -82,7 +82,7 @@ def test_analysis_reports_what_spec_says() -> None:
             assert f.op is checked.op
             assert f.attributes == checked.attrs
             assert f.compute == checked.compute and f.result == checked.result_type
-            assert [o.storage for o in f.operands] == [checked.types[n] for n in spec.INPUT_NAMES]
+            assert [o.storage for o in f.operands] == [checked.types[n] for n in checked.present]
             for o in f.operands:
                 assert (o.widening is not None) == (o.reads and o.storage.bits < f.compute.bits)
             assert not f.operands[1].reads or f.op is not spec.KL_DIV_BACKWARD
@@ -105,7 +105,7 @@ def test_the_runtime_parameter_form_computes_the_reference_bit_for_bit() -> None
     for case in MATRIX[::2]:
         module = lowered(case, dynamic=True, runtime_parameters=True)
         (f,) = level2.signature_functions(module)
-        arguments: list[object] = [case.inputs[n] for n in spec.INPUT_NAMES]
+        arguments: list[object] = [case.inputs[n] for n in case.checked.present]
         for name in f.parameters:
             if name == level2.PARAMETER_N:
                 b = np.broadcast_shapes(case.inputs["self"].shape, case.inputs["target"].shape)
@@ -133,7 +133,7 @@ def test_one_runtime_parameter_body_serves_every_beta() -> None:
         b = np.broadcast_shapes(case.inputs["self"].shape, case.inputs["target"].shape)
         n = reduction_divisor(case.attrs["reduction"], case.inputs["self"].shape, b)
         parameters = {"n": n, "beta": case.attrs["beta"]}
-        arguments = [case.inputs[name] for name in spec.INPUT_NAMES]
+        arguments = [case.inputs[name] for name in case.checked.present]
         (got,) = run_function(module, "f", *arguments, *(parameters[p] for p in f.parameters))
         want = reference.evaluate(case.op_type, case.inputs, case.attrs)
         np.testing.assert_array_equal(

@@ -26,6 +26,7 @@ from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import (
     Case,
     attribute_grid,
+    fits,
     make_case,
     mixed_dtype_combinations,
     standard_cases,
@@ -42,7 +43,7 @@ def run_lowered(case: Case, *, dynamic: bool) -> np.ndarray:
     LowerLossgradPass().apply(make_context(), module)
     module.verify()
     assert not any(op.name.startswith("lossgrad.") for op in module.walk())  # no op left
-    (result,) = run_function(module, "f", *(case.inputs[n] for n in spec.INPUT_NAMES))
+    (result,) = run_function(module, "f", *(case.inputs[n] for n in case.checked.present))
     return result
 
 
@@ -90,8 +91,19 @@ def test_half_and_mixed_types(op_type: str) -> None:
     mixed input types, including an f64 compute type with a narrower result."""
     for k, dtypes in enumerate(HALF_AND_MIXED):
         self_shape, target_shape = ((4, 1), (4, 3)) if k % 2 else ((2, 3), (3,))
+        if fits(op_type, "target"):  # the target fits into self
+            self_shape, target_shape = target_shape, self_shape
+            self_shape = (4, 3) if k % 2 else (2, 3)
+        optional = {n: self_shape[-1:] for n in spec.operator(op_type).optional_inputs}
         case = make_case(
-            op_type, {"reduction": "mean"}, self_shape, target_shape, (), dtypes, seed=k
+            op_type,
+            {"reduction": "mean"},
+            self_shape,
+            target_shape,
+            (),
+            dtypes,
+            seed=k,
+            optional=optional,
         )
         check_case(case, dynamic=k % 3 == 0)
 
@@ -165,7 +177,8 @@ def random_cases(draw: st.DrawFn) -> tuple[Case, bool]:
         rank = draw(st.integers(0, len(dims)))
         return tuple(d if draw(st.booleans()) else 1 for d in dims[len(dims) - rank :])
 
-    self_shape, target_shape = trailing_with_ones(tuple(b)), trailing_with_ones(tuple(b))
+    self_shape = trailing_with_ones(tuple(b))
+    target_shape = trailing_with_ones(self_shape if fits(op_type, "target") else tuple(b))
     space = tuple(np.broadcast_shapes(self_shape, target_shape))
     go_shape = trailing_with_ones(space)
     if spec.operator(op_type).grad_output_may_enlarge and draw(st.booleans()):

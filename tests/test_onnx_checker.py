@@ -432,7 +432,7 @@ def test_make_model_versions_and_onnxruntime_accepts_them():
     assert model.ir_version == lo.IR_VERSION == 10
     assert {(o.domain, o.version) for o in model.opset_import} == {
         ("", lo.ONNX_OPSET),
-        (spec.DOMAIN, spec.OPSET_VERSION),
+        (spec.DOMAIN, 1),  # no ai.lossgrad operator: the smallest version
     }
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     a = np.arange(3, dtype=np.float32)

@@ -1,4 +1,5 @@
-"""Model-level checks before compiling: the ai.lossgrad opset import (only version 1 exists)
+"""Model-level checks before compiling: the ai.lossgrad opset import (versions 1 and 2; an
+operator only from its own version on)
 and the model's structure (onnx's checker without full_check, plus what it misses), through
 compile_model, the lossgrad-compile CLI and lo.check_model."""
 
@@ -17,6 +18,7 @@ from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentErr
 
 F32 = TensorProto.FLOAT
 KL = "KlDivBackward"
+MSE = "MseLossBackward"
 
 
 def vi(name: str, shape: list | None = None, elem: int = F32) -> onnx.ValueInfoProto:
@@ -50,10 +52,10 @@ def one_node(version: int | None) -> onnx.ModelProto:
 # --------------------------------------------------------------------------- opset import
 
 
-@pytest.mark.parametrize("version", [0, 2, 7])
+@pytest.mark.parametrize("version", [0, 3, 7])
 def test_other_lossgrad_opset_versions_are_rejected_with_161002(version: int, tmp_path, capsys):
     model = one_node(version)
-    message = re.escape(f"imports {spec.DOMAIN} version {version}; only version 1 exists")
+    message = re.escape(f"imports {spec.DOMAIN} version {version}; versions 1 to 2 exist")
     for run in (compile_model, lo.check_model, lower_model):
         with pytest.raises(InvalidArgumentError, match=message) as raised:
             run(model)
@@ -73,6 +75,57 @@ def test_a_missing_lossgrad_opset_import_is_rejected_with_161002():
         lo.check_model(one_node(None))
 
 
+def mse(version: int | None) -> onnx.ModelProto:
+    return model_with([lo.make_node(MSE, ["go", "x", "t"], "g", name="m1")], version)
+
+
+def test_a_version_2_operator_needs_version_2():
+    """MseLossBackward came in version 2: a version-1 scope cannot resolve it (onnx would
+    find no schema there and skip the node); a missing import names version 2."""
+    message = (
+        r"MseLossBackward node 'm1': opset_import: MseLossBackward is in ai\.lossgrad from "
+        r"version 2; the model imports version 1 \(import version 2 or later\)"
+    )
+    for run in (compile_model, lo.check_model):
+        with pytest.raises(InvalidArgumentError, match=message) as raised:
+            run(mse(1))
+        assert raised.value.code == ACLNN_ERR_PARAM_INVALID
+    with pytest.raises(InvalidArgumentError, match=r"add ai\.lossgrad version 2\)"):
+        compile_model(mse(None))
+    assert compile_model(mse(2)).report.nodes == 1
+
+
+def test_a_version_2_operator_in_a_function_of_a_version_1_model_is_rejected():
+    body = [lo.make_node(MSE, ["go", "x", "t"], "g", name="inner")]
+    f1 = helper.make_function(
+        "local", "F", ["go", "x", "t"], ["g"], body, [helper.make_opsetid("", 21)]
+    )
+    call = helper.make_node("F", ["go", "x", "t"], ["g"], domain="local", name="call")
+    with pytest.raises(
+        InvalidArgumentError, match=r"node 'local\.F/inner'.*the model imports version 1"
+    ):
+        compile_model(model_with([call], 1, functions=(f1,)))
+    assert compile_model(model_with([call], 2, functions=(f1,))).report.nodes == 1
+
+
+def test_builders_stamp_the_smallest_version_the_model_needs():
+    x = ("x", F32, [2, 3])
+    only_v1 = lo.make_model(
+        lo.make_graph([kl(["x", "x", "x"], "g", "k")], [x], [("g", F32, [2, 3])])
+    )
+    both = lo.make_model(
+        lo.make_graph(
+            [kl(["x", "x", "x"], "g", "k"), lo.make_node(MSE, ["x", "x", "x"], "m", name="m")],
+            [x],
+            [("g", F32, [2, 3]), ("m", F32, [2, 3])],
+        )
+    )
+    versions = [{o.domain: o.version for o in m.opset_import}[spec.DOMAIN] for m in (only_v1, both)]
+    assert versions == [1, 2]
+    lo.check_model(only_v1)
+    lo.check_model(both)
+
+
 def function_with_node(version: int | None) -> onnx.FunctionProto:
     imports = [helper.make_opsetid("", 21)]
     if version is not None:
@@ -87,7 +140,7 @@ def test_function_imports_are_checked_and_a_body_inherits_the_models_import():
     inherited = model_with([call], 1, functions=(function_with_node(None),))
     assert compile_model(inherited).report.nodes == 1
     with pytest.raises(InvalidArgumentError, match=r"function 'local\.F' imports ai\.lossgrad v"):
-        compile_model(model_with([call], 1, functions=(function_with_node(2),)))
+        compile_model(model_with([call], 1, functions=(function_with_node(3),)))
     with pytest.raises(InvalidArgumentError, match=r"function 'local\.F' has ai\.lossgrad nodes"):
         compile_model(model_with([call], None, functions=(function_with_node(None),)))
 
@@ -95,6 +148,7 @@ def test_function_imports_are_checked_and_a_body_inherits_the_models_import():
 def test_version_1_and_models_without_lossgrad_nodes_pass():
     compile_model(one_node(1))
     lo.check_model(one_node(1))
+    compile_model(one_node(2))  # version 2 still has version 1's operators
     plain = model_with([helper.make_node("Neg", ["x"], ["g"])], None)
     assert compile_model(plain).report.nodes == 0
 

@@ -26,6 +26,7 @@ from tests.helpers.cases import (
     Case,
     make_case,
     mixed_dtype_combinations,
+    node_inputs,
     standard_cases,
 )
 from tests.helpers.tolerances import TIGHT, assert_matches, bits
@@ -40,9 +41,10 @@ def symbolic(shape: tuple[int, ...], prefix: str) -> list[str | int]:
 
 
 def case_model(case: Case, *, symbolic_dims: bool = True):
-    node = lo.make_node(case.op_type, list(NAMES), "g", name="n", **case.attrs)
+    names, by_value = node_inputs(case)
+    node = lo.make_node(case.op_type, names, "g", name="n", **case.attrs)
     inputs = []
-    for value, name in zip(NAMES, spec.INPUT_NAMES, strict=True):
+    for value, name in by_value.items():
         array = case.inputs[name]
         shape = symbolic(array.shape, f"{value}_") if symbolic_dims else list(array.shape)
         inputs.append((value, array.dtype, shape))
@@ -52,7 +54,7 @@ def case_model(case: Case, *, symbolic_dims: bool = True):
 
 
 def run_case(case: Case, **kwargs) -> np.ndarray:
-    feeds = dict(zip(NAMES, (case.inputs[n] for n in spec.INPUT_NAMES), strict=True))
+    feeds = {value: case.inputs[name] for value, name in node_inputs(case)[1].items()}
     return lo.run_reference(case_model(case, **kwargs), feeds)["g"]
 
 

@@ -70,25 +70,31 @@ def declared_models(
     """A declaration; with `shared_axis`, self and target share a symbolic axis."""
     op = spec.operator(op_type)
     attrs: dict[str, Any] = {"reduction": reduction}
-    if op is spec.SMOOTH_L1_LOSS_BACKWARD:
-        attrs["beta"] = draw(st.sampled_from([0.0, 0.5]))
-    else:
-        attrs["log_target"] = draw(st.sampled_from([0, 1]))
+    samples = {"beta": [0.0, 0.5], "delta": [0.5, 1.0]}
+    for a in op.attributes[1:]:  # reduction first, as the parameter gives it
+        attrs[a.name] = draw(st.sampled_from(list(a.choices or samples[a.name])))
     n = draw(st.sampled_from([2, 1, 3] if shared_axis else [2, 1, 3, 0]))
     axes = [draw(st.sampled_from([f"N{k}", f"N{k}", STATIC_SIZE])) for k in range(n)]
     x, t = _input_dims(draw, n), _input_dims(draw, n)
+    if op.input("target").broadcast is spec.Broadcast.FITS:  # B is self: target fits into it
+        t = _fitting(draw, n, x)
     if shared_axis:
         k = draw(st.integers(0, n - 1))
         axes[k] = f"N{k}"
         x, t = _full_at(x, n, k), _full_at(t, n, k)
     if op.grad_output_may_enlarge:
         go = _input_dims(draw, n)
-    else:  # grad_output of the KL ops must not enlarge broadcast(self, target)
-        covered = {k for kind, k in (*x, *t) if kind == "full"}
-        go = _input_dims(draw, n, covered)
-        go = go[len(go) - min(len(go), max(len(x), len(t))) :]
+    else:  # grad_output of the KL ops (and the binary cross entropies) must not enlarge B
+        go = _fitting(draw, n, x, t if op.input("target").broadcast is spec.Broadcast.BASE else ())
     dtypes = tuple(draw(st.sampled_from(DTYPES)) for _ in range(3))
     return Declared(op_type, tuple(attrs.items()), tuple(axes), (go, x, t), dtypes)  # type: ignore[arg-type]
+
+
+def _fitting(draw: st.DrawFn, n: int, *base: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """Dims that broadcast to the broadcast of `base` without enlarging it."""
+    covered = {k for dims in base for kind, k in dims if kind == "full"}
+    dims = _input_dims(draw, n, covered)
+    return dims[len(dims) - min(len(dims), max(len(d) for d in base)) :]
 
 
 def _full_at(dims: tuple[Dim, ...], n: int, k: int) -> tuple[Dim, ...]:
@@ -179,7 +185,7 @@ def check_call(declared: Declared, shapes: tuple[tuple[int, ...], ...], mode: st
 
 def _arrays(declared: Declared, shapes: tuple[tuple[int, ...], ...], case: Any) -> list[Any]:
     if case is not None:
-        return [case.inputs[n] for n in spec.INPUT_NAMES]
+        return [case.inputs[n] for n in case.checked.present]
     rng = np.random.default_rng(0)
     return [
         rng.uniform(0.1, 2.0, shape).astype(dtype)

@@ -75,19 +75,22 @@ def test_schema_structure_follows_spec(op: spec.OperatorSpec):
     assert (schema.name, schema.domain, schema.since_version) == (
         op.name,
         spec.DOMAIN,
-        spec.OPSET_VERSION,
+        op.since_version,  # the three first operators 1, the loss family 2
     )
-    assert [p.name for p in schema.inputs] == list(spec.INPUT_NAMES)
+    assert op.since_version == (1 if op.name in (KL, KLT, SL1) else 2)
+    assert [p.name for p in schema.inputs] == list(op.input_names)
+    optional = [p.option == OpSchema.FormalParameterOption.Optional for p in schema.inputs]
+    assert optional == [i.optional for i in op.inputs]
     assert [p.name for p in schema.outputs] == [op.output]
     input_params = [p.type_str for p in schema.inputs]
-    assert len(set(input_params)) == 3  # one type parameter per input: mixed types allowed
+    assert len(set(input_params)) == len(op.inputs)  # one per input: mixed types allowed
     floats = {t.onnx_type_str for t in spec.FLOAT_TYPES}
     constraints = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
     assert all(constraints[p] == floats for p in input_params)
     out_param = schema.outputs[0].type_str
     assert constraints[out_param] == floats
     if op.differentiates:
-        assert out_param == input_params[spec.INPUT_NAMES.index(op.differentiates)]
+        assert out_param == input_params[op.input_names.index(op.differentiates)]
     else:
         assert out_param not in input_params
     assert set(schema.attributes) == {a.name for a in op.attributes}

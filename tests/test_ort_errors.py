@@ -106,6 +106,10 @@ BAD_ATTRIBUTES = [
     ("KlDivBackward", "log_target", 1.0),
     ("KlDivBackward", "log_target", [0, 1]),
     ("SmoothL1LossBackward", "beta", [0.5]),
+    ("HuberLossBackward", "delta", 0.0),  # delta > 0: the minimum itself is refused
+    ("HuberLossBackward", "delta", -0.0),
+    ("HuberLossBackward", "delta", float("nan")),
+    ("MseLossBackward", "reduction", "batchmean"),
 ]
 
 

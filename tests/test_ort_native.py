@@ -5,6 +5,7 @@ type, with special values, empty and 0-d tensors, on 1 and 2 intra-op threads.""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.runtime.ort import prepare_model, run_native, session
 from lossgrad_compiler.runtime.ort_io import run_session
-from tests.helpers.cases import DTYPES, OP_TYPES, make_case, standard_cases
+from tests.helpers.cases import DTYPES, OP_TYPES, fits, full_matrix, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches
 from tests.ort_native_support import (
     case_model,
@@ -66,15 +67,30 @@ LARGE_SHAPES = [
 ]
 
 
+def large_cases() -> list[Any]:
+    """Every op with every large shape it takes: an op whose target fits into self (and so
+    never sums) the elementwise ones; the sums swapped for KlDivTargetBackward."""
+    found = []
+    for op_type in OP_TYPES:
+        for name, go, x_shape, t_shape in LARGE_SHAPES:
+            if spec.operator(op_type) is spec.KL_DIV_TARGET_BACKWARD and name in (
+                "sum_leading",
+                "sum_inner",
+                "sum_all",
+            ):
+                x_shape, t_shape = t_shape, x_shape  # KlDivTargetBackward sums into target
+            if fits(op_type, "target") and name.startswith("sum"):
+                continue
+            found.append(pytest.param(op_type, go, x_shape, t_shape, id=f"{name}-{op_type}"))
+    return found
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("op_type", OP_TYPES)
-@pytest.mark.parametrize("name,go,x_shape,t_shape", LARGE_SHAPES, ids=[s[0] for s in LARGE_SHAPES])
+@pytest.mark.parametrize("op_type,go,x_shape,t_shape", large_cases())
 def test_large_inputs_deterministic_across_threads(
-    op_type: str, dtype: np.dtype, name: str, go: tuple, x_shape: tuple, t_shape: tuple
+    op_type: str, dtype: np.dtype, go: tuple, x_shape: tuple, t_shape: tuple
 ) -> None:
     op = spec.operator(op_type)
-    if op is spec.KL_DIV_TARGET_BACKWARD and name in ("sum_leading", "sum_inner", "sum_all"):
-        x_shape, t_shape = t_shape, x_shape  # KlDivTargetBackward sums into target
     attrs = {"reduction": "mean", **({"beta": 0.5} if op is spec.SMOOTH_L1_LOSS_BACKWARD else {})}
     case = make_case(op_type, attrs, x_shape, t_shape, go, dtype, seed=3, specials=0.01)
     model = case_model(case)
@@ -178,17 +194,49 @@ MIXED_SHAPES = {
     "KlDivTargetBackward": ((3, 4), (4,), ()),
     "KlDivBackward": ((4,), (3, 4), (1,)),
     "SmoothL1LossBackward": ((), (2, 3), (3,)),
+    "MseLossBackward": ((2, 1), (3,), (2, 3)),
+    "HuberLossBackward": ((), (2, 3), (3,)),
+    "SoftMarginLossBackward": ((2, 3), (1, 3), ()),
+    "BinaryCrossEntropyBackward": ((2, 3), (3,), ()),
+    "BinaryCrossEntropyWithLogitsBackward": ((2, 3), (2, 1), (1,)),
 }
+
+
+def mixed_type_cases(op_type: str) -> list[tuple[Any, ...]]:
+    """Every combination of the required inputs' types that is not one type; the optional
+    inputs (all given) cycle through every type beside them. LOSSGRAD_FULL_MATRIX=1: every
+    combination of every input's type."""
+    optional = spec.operator(op_type).optional_inputs
+    if not optional:
+        return list(MIXED_TYPES)
+    if full_matrix():
+        every = itertools.product(DTYPES, repeat=3 + len(optional))
+        return [t for t in every if len(set(map(np.dtype, t))) > 1]
+    return [
+        (*types, *(DTYPES[(k + j) % len(DTYPES)] for j in range(len(optional))))
+        for k, types in enumerate(MIXED_TYPES)
+    ]
 
 
 @pytest.mark.parametrize("op_type", OP_TYPES)
 def test_mixed_types_run_natively(op_type: str) -> None:
     """Every combination of different input element types runs the native kernel of its
-    promoted type, with its result type, matching the reference (2 threads)."""
+    promoted type, with its result type, matching the reference (2 threads); optional
+    inputs given with every type (see mixed_type_cases)."""
     self_shape, target_shape, go_shape = MIXED_SHAPES[op_type]
     attrs = {"reduction": "mean"}
-    for k, dtypes in enumerate(MIXED_TYPES):
-        case = make_case(op_type, attrs, self_shape, target_shape, go_shape, dtypes, seed=k)
+    optional = {n: self_shape[-1:] for n in spec.operator(op_type).optional_inputs}
+    for k, dtypes in enumerate(mixed_type_cases(op_type)):
+        case = make_case(
+            op_type,
+            attrs,
+            self_shape,
+            target_shape,
+            go_shape,
+            dtypes,
+            seed=k,
+            optional=optional,
+        )
         got = run(native_session(case_model(case), threads=2), case.inputs)
         expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
         assert_matches(

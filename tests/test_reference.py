@@ -22,6 +22,11 @@ from tests.helpers.tolerances import bits
 KL = spec.KL_DIV_BACKWARD.name
 KLT = spec.KL_DIV_TARGET_BACKWARD.name
 SL1 = spec.SMOOTH_L1_LOSS_BACKWARD.name
+MSE = spec.MSE_LOSS_BACKWARD.name
+HUBER = spec.HUBER_LOSS_BACKWARD.name
+SOFT = spec.SOFT_MARGIN_LOSS_BACKWARD.name
+BCE = spec.BINARY_CROSS_ENTROPY_BACKWARD.name
+BCEL = spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name
 F16, BF16, F32, F64 = (
     np.dtype(t) for t in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64)
 )
@@ -99,6 +104,56 @@ def test_defaults_are_mean_log_target_0_beta_1() -> None:
     same(run(SL1, 1.0, x, t), [0.125, 0.5])
 
 
+def test_mse_values() -> None:
+    go, x, t = [1.0, -2.0, 3.0], [1.0, 0.5, NAN], [0.0, 1.5, 0.0]
+    same(run(MSE, go, x, t, reduction="none"), [2.0, 4.0, NAN])
+    same(run(MSE, 1.0, [1.0, 3.0], [0.0, 0.0], reduction="mean"), [1.0, 3.0])  # 2/n = 1
+
+
+@pytest.mark.parametrize("delta", [0.5, 1.0, 2.5])
+def test_huber_is_delta_times_smooth_l1_with_beta_delta(delta: float) -> None:
+    """huber_loss_backward = delta * smooth_l1_loss_backward(beta = delta) for delta > 0 (a
+    fact, not a shared kernel: the two formulas compute differently, so compare values)."""
+    x = np.array([0.0, 0.1, -0.1, delta, -delta, 10.0, -10.0, NAN, INF, -INF])
+    for reduction in ("none", "sum", "mean"):
+        huber = run(HUBER, 3.0, x, 0.0, reduction=reduction, delta=delta)
+        smooth = run(SL1, 3.0, x, 0.0, reduction=reduction, beta=delta)
+        np.testing.assert_allclose(huber, delta * smooth, rtol=1e-15)
+
+
+def test_soft_margin_values() -> None:
+    go, x, t = [2.0, 2.0, 2.0], [0.0, 1.0, -INF], [1.0, -1.0, 0.5]
+    expected = [2.0 * (0.5 - 1.0), -2.0 * (1.0 / (1.0 + math.e) - 1.0), -1.0]
+    np.testing.assert_allclose(run(SOFT, go, x, t, reduction="none"), expected, rtol=1e-15)
+
+
+def test_binary_cross_entropy_clamp_and_weight() -> None:
+    x, t = [0.0, 1.0, 0.0, 0.25, 1.5], [0.0, 1.0, 1.0, 1.0, 0.0]
+    out = run(BCE, 1.0, x, t, reduction="none")
+    eps = spec.BCE_EPSILON
+    same(out[:2], [0.0, 0.0])  # x == t at the clamp: 0, as in PyTorch
+    assert out[2] == -1.0 / eps and out[4] == 1.5 / eps  # clamped, outside [0, 1] as well
+    np.testing.assert_allclose(out[3], -0.75 / (0.25 * 0.75), rtol=1e-15)
+    inputs = {"grad_output": np.ones(()), "self": np.array(x), "target": np.array(t)}
+    weighted = reference.evaluate(BCE, {**inputs, "weight": np.full(5, 2.0)}, {"reduction": "none"})
+    same(weighted, 2.0 * out)
+    absent = reference.evaluate(BCE, {**inputs, "weight": None}, {"reduction": "none"})
+    same(absent, out)
+
+
+def test_binary_cross_entropy_with_logits_closed_form() -> None:
+    rng = np.random.default_rng(3)
+    x, t = rng.normal(size=(4, 3)), rng.uniform(size=(4, 3))
+    w, p, go = rng.uniform(0.1, 2, size=(4, 3)), rng.uniform(0.1, 4, size=3), rng.normal(size=())
+    inputs = {"grad_output": go, "self": x, "target": t, "weight": w, "pos_weight": p}
+    out = reference.evaluate(BCEL, inputs, {"reduction": "mean"})
+    sig = 1.0 / (1.0 + np.exp(-x))
+    expected = w * (sig * (1 - t + p * t) - p * t) * go / 12
+    np.testing.assert_allclose(out, expected, rtol=1e-13)
+    plain = reference.evaluate(BCEL, {**inputs, "weight": None, "pos_weight": None}, {})
+    np.testing.assert_allclose(plain, (sig - t) * go / 12, rtol=1e-13)
+
+
 # --------------------------------------------------------------------------- level-2 order
 
 
@@ -114,16 +169,50 @@ def loop_nest(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any
     b = np.broadcast_shapes(x.shape, t.shape)
     space = np.broadcast_shapes(go.shape, b)
     a = checked.attrs
+    scaling = checked.op.scaling
     scale = None
     with np.errstate(divide="ignore"):
         if a["reduction"] == "mean":
-            scale = c(1) / c(math.prod(b))
+            n = c(math.prod(b))
+            scale = n if scaling is spec.Scaling.DIVISOR else c(1) / n
         elif a["reduction"] == "batchmean" and x.ndim > 0:
             scale = c(1) / c(x.shape[0])
     beta = c(a.get("beta", 0.0))
-    one, zero = c(1), c(0)
+    delta = c(a.get("delta", 1.0))
+    one, zero, two, eps = c(1), c(0), c(2), c(spec.BCE_EPSILON)
 
-    def body(g: Any, xv: Any, tv: Any) -> Any:
+    def sig(z: Any) -> Any:
+        return one / (one + np.exp(-z)) if z > zero else np.exp(z) / (one + np.exp(z))
+
+    def new_body(g: Any, xv: Any, tv: Any, opt: dict[str, Any]) -> Any:
+        s = scale
+        if op == MSE:
+            return ((xv - tv) * (two if s is None else s * two)) * g
+        if op == HUBER:
+            d = xv - tv
+            if d < -delta:
+                return (-g) * delta if s is None else (g * (-s)) * delta
+            if d > delta:
+                return g * delta if s is None else (g * s) * delta
+            return d * g if s is None else (d * s) * g
+        if op == SOFT:
+            v = (tv * g) * (sig(tv * xv) - one)
+        elif op == BCE:
+            p = xv * (one - xv)
+            v = (g * (xv - tv)) / (eps if p < eps else p)
+        else:
+            if "pos_weight" in opt:
+                pt = opt["pos_weight"] * tv
+                v = (((pt + one) - tv) * sig(xv) - pt) * g
+            else:
+                v = (sig(xv) - tv) * g
+        if "weight" in opt:
+            v = v * opt["weight"]
+        return v if s is None else v / s
+
+    def body(g: Any, xv: Any, tv: Any, opt: dict[str, Any]) -> Any:
+        if op not in (KL, KLT, SL1):
+            return new_body(g, xv, tv, opt)
         ge = g * scale if scale is not None else g
         if op == KL:
             return -(ge * (np.exp(tv) if a["log_target"] else tv))
@@ -146,9 +235,14 @@ def loop_nest(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any
         summed = len(result_shape) < len(b) or stretched
     out = np.zeros(result_shape if checked.op.differentiates else space, c)
     gob, xb, tb = (np.broadcast_to(v.astype(c), space) for v in (go, x, t))
+    optional = {
+        n: np.broadcast_to(inputs[n].astype(c), space)
+        for n in checked.op.optional_inputs
+        if inputs.get(n) is not None
+    }
     with np.errstate(all="ignore"):
         for idx in itertools.product(*(range(n) for n in space)):
-            v = body(gob[idx], xb[idx], tb[idx])
+            v = body(gob[idx], xb[idx], tb[idx], {n: o[idx] for n, o in optional.items()})
             if checked.op.differentiates:
                 tail = idx[len(idx) - len(result_shape) :]
                 proj = tuple(0 if r == 1 else i for r, i in zip(result_shape, tail, strict=True))
@@ -461,13 +555,15 @@ def test_ranks_0_to_8(op: str, rank: int) -> None:
     shape = (2, 1, 3, 1, 2, 1, 2, 1)[:rank]
     sizes = (2, 2, 3, 3, 2, 2, 2, 2)
     target_shape = tuple(sizes[i] if d == 1 else 1 for i, d in enumerate(shape))  # both ways
+    if cases.fits(op, "target"):  # the binary cross entropies: target fits into self
+        target_shape = shape[1:]
     x = np.linspace(-1, 1, math.prod(shape)).reshape(shape)
     t = np.linspace(0.1, 2, math.prod(target_shape)).reshape(target_shape)
     out = reference.evaluate(
         op, {"grad_output": np.ones(()), "self": x, "target": t}, {"reduction": "sum"}
     )
     b = np.broadcast_shapes(shape, target_shape)
-    expected_shape = {KL: shape, KLT: target_shape, SL1: b}[op]
+    expected_shape = {KL: shape, KLT: target_shape, BCE: shape, BCEL: shape}.get(op, b)
     assert out.shape == expected_shape
     assert np.isfinite(out).all()
 

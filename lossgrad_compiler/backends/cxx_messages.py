@@ -115,10 +115,8 @@ def _info(shape: tuple[int, ...]) -> spec.TensorInfo:
     return spec.TensorInfo(spec.FLOAT32, shape)
 
 
-def _validate(op: spec.OperatorSpec, go: tuple, x: tuple, t: tuple) -> Callable[[], object]:
-    return lambda: spec.validate(
-        op.name, {"grad_output": _info(go), "self": _info(x), "target": _info(t)}, {}
-    )
+def _validate(op: spec.OperatorSpec, shapes: dict[str, tuple]) -> Callable[[], object]:
+    return lambda: spec.validate(op.name, {n: _info(s) for n, s in shapes.items()}, {})
 
 
 # Sentinel sizes: distinct numbers that occur nowhere else in a message.
@@ -126,35 +124,58 @@ _A, _B, _C = 7001, 7002, 7003
 _TOO_MANY = spec.MAX_RANK + 29
 
 
+def message_key(kind: str, op: spec.OperatorSpec, name: str) -> str:
+    """The key of a per-input message: grad_output's keep their historical names
+    (`grad_output`, `enlarge_rank`, `enlarge_axis`), another input's add its name."""
+    if name == "grad_output":
+        return "grad_output" if kind == "broadcast" else kind
+    return f"{kind}_{name}"
+
+
 def shape_messages(op: spec.OperatorSpec) -> dict[str, Message]:
     """Messages of the run-time checks of one op, keyed by check."""
     prefix = cxx_identifier(op.name)
     out: dict[str, Message] = {}
-    for i, name in enumerate(spec.INPUT_NAMES):
-        infos = {n: None if n == name else _info(()) for n in spec.INPUT_NAMES}
-        error = _raised(lambda infos=infos: spec.validate(op.name, infos, {}))
-        out[f"missing_{i}"] = message_from(f"{prefix}_missing_{i}", error, [])
-        shapes = [(1,) * _TOO_MANY if n == name else () for n in spec.INPUT_NAMES]
-        error = _raised(_validate(op, *shapes))
+    names = op.input_names
+    for i, name in enumerate(names):
+        if not op.inputs[i].optional:
+            infos = {n: None if n == name else _info(()) for n in names}
+            error = _raised(lambda infos=infos: spec.validate(op.name, infos, {}))
+            out[f"missing_{i}"] = message_from(f"{prefix}_missing_{i}", error, [])
+        shapes = {n: (1,) * _TOO_MANY if n == name else () for n in names}
+        error = _raised(_validate(op, shapes))
         rank = Sentinel(str(_TOO_MANY), Slot("rank", "int"), number=True)
         out[f"rank_{i}"] = message_from(f"{prefix}_rank_{i}", error, [rank])
-    # self and target do not broadcast.
-    x, t = (_A, 5), (_B, 5)
-    error = _raised(_validate(op, (), x, t))
-    out["self_target"] = message_from(
-        f"{prefix}_self_target",
-        error,
-        _broadcast_sentinels(x, t),
-    )
-    # grad_output does not broadcast with B.
-    go, b = (_A, 5), (_B, 5)
-    error = _raised(_validate(op, go, b, b))
-    out["grad_output"] = message_from(f"{prefix}_grad_output", error, _broadcast_sentinels(go, b))
-    if not op.grad_output_may_enlarge:
+    base = op.base_inputs
+    if len(base) == 2:  # self and target do not broadcast.
+        x, t = (_A, 5), (_B, 5)
+        error = _raised(_validate(op, {n: {base[0]: x, base[1]: t}.get(n, ()) for n in names}))
+        out["self_target"] = message_from(
+            f"{prefix}_self_target",
+            error,
+            _broadcast_sentinels(x, t),
+        )
+    for spec_input in op.inputs:
+        if spec_input.broadcast is spec.Broadcast.BASE:
+            continue
+        name = spec_input.name
+        # The input does not broadcast with B (every other input is B).
+        go, b = (_A, 5), (_B, 5)
+        error = _raised(_validate(op, {n: go if n == name else b for n in names}))
+        key = message_key("broadcast", op, name)
+        out[key] = message_from(f"{prefix}_{key}", error, _broadcast_sentinels(go, b))
+        if spec_input.broadcast is not spec.Broadcast.FITS:
+            continue
+        b_name = op.broadcast_name
         go, b = (1,) * (_TOO_MANY + 1), (5,) * _TOO_MANY
-        error = _raised(lambda: spec.check_no_enlarge(op, go, b))
-        out["enlarge_rank"] = message_from(
-            f"{prefix}_enlarge_rank",
+        error = _raised(
+            lambda go=go, b=b, name=name, b_name=b_name: spec.check_no_enlarge(
+                op, go, b, name, b_name
+            )
+        )
+        key = message_key("enlarge_rank", op, name)
+        out[key] = message_from(
+            f"{prefix}_{key}",
             error,
             [
                 Sentinel(str(list(go)), Slot("first_shape", "shape")),
@@ -164,9 +185,14 @@ def shape_messages(op: spec.OperatorSpec) -> dict[str, Message]:
             ],
         )
         go, b = (_C, 5), (1, 5)
-        error = _raised(lambda: spec.check_no_enlarge(op, go, b))
-        out["enlarge_axis"] = message_from(
-            f"{prefix}_enlarge_axis",
+        error = _raised(
+            lambda go=go, b=b, name=name, b_name=b_name: spec.check_no_enlarge(
+                op, go, b, name, b_name
+            )
+        )
+        key = message_key("enlarge_axis", op, name)
+        out[key] = message_from(
+            f"{prefix}_{key}",
             error,
             [
                 Sentinel(str(list(go)), Slot("first_shape", "shape")),

@@ -14,7 +14,7 @@ from importlib import resources
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.cxx import cxx_identifier
-from lossgrad_compiler.backends.cxx_messages import shape_messages
+from lossgrad_compiler.backends.cxx_messages import Message, message_key, shape_messages
 
 STANDARD_HEADERS = ("algorithm", "charconv", "cmath", "cstdint", "cstdlib", "string", "vector")
 
@@ -36,49 +36,86 @@ def check_shapes_name(op: spec.OperatorSpec) -> str:
 
 
 def print_operator_checks(op: spec.OperatorSpec) -> str:
-    """The message functions and the two checks of one operator (inside lossgrad_shapes)."""
+    """The message functions and the two checks of one operator (inside lossgrad_shapes):
+    `check_present` (a required input missing) and `check_shapes` (ranks, then B, then
+    every other input in the operator's order: one that enlarges B broadcasts with it, one
+    that fits must broadcast to it without enlarging it). An absent optional input has no
+    dims (nullptr)."""
     name = cxx_identifier(op.name)
     texts = shape_messages(op)
-    n = len(spec.INPUT_NAMES)
+    n = len(op.inputs)
+    position = {i.name: k for k, i in enumerate(op.inputs)}
     lines = ["".join(m.cxx_function() for m in texts.values())]
     lines.append(f"inline Failure check_present_{name}(const bool present[{n}]) {{")
-    for i in range(n):
+    for i, spec_input in enumerate(op.inputs):
+        if spec_input.optional:
+            continue
         m = texts[f"missing_{i}"]
         lines.append(f"  if (!present[{i}]) return {{{m.code}, {m.name}()}};")
     lines += ["  return {};", "}", ""]
-    go, x, t = (spec.INPUT_NAMES.index(k) for k in ("grad_output", "self", "target"))
     lines.append(
         f"inline Failure check_shapes_{name}(const std::vector<int64_t>* const dims[{n}], "
         "std::vector<int64_t>* b, std::vector<int64_t>* space) {"
     )
-    for i in range(n):
+    for i, spec_input in enumerate(op.inputs):
         m = texts[f"rank_{i}"]
+        guard = f"dims[{i}] && " if spec_input.optional else ""
         lines.append(
-            f"  if (dims[{i}]->size() > {spec.MAX_RANK}) return {{{m.code}, "
+            f"  if ({guard}dims[{i}]->size() > {spec.MAX_RANK}) return {{{m.code}, "
             f"{m.name}(static_cast<int64_t>(dims[{i}]->size()))}};"
         )
-    pair, go_b = texts["self_target"], texts["grad_output"]
-    lines += [
-        f"  Conflict k = broadcast_two(*dims[{x}], *dims[{t}], b);",
-        f"  if (k.axis >= 0) return {{{pair.code}, {pair.name}(*dims[{x}], *dims[{t}], "
-        "k.negative_axis(), k.first, k.second)};",
-        f"  k = broadcast_two(*dims[{go}], *b, space);",
-        f"  if (k.axis >= 0) return {{{go_b.code}, {go_b.name}(*dims[{go}], *b, "
-        "k.negative_axis(), k.first, k.second)};",
-    ]
-    if not op.grad_output_may_enlarge:
-        rank, axis = texts["enlarge_rank"], texts["enlarge_axis"]
+    base = [position[b] for b in op.base_inputs]
+    if len(base) == 2:
+        x, t = base
+        pair = texts["self_target"]
         lines += [
-            f"  const std::vector<int64_t>& g = *dims[{go}];",
-            f"  if (g.size() > b->size()) return {{{rank.code}, {rank.name}(g, *b, "
-            "static_cast<int64_t>(g.size()), static_cast<int64_t>(b->size()))};",
-            "  k = enlarges(g, *b);",
-            f"  if (k.axis >= 0) return {{{axis.code}, {axis.name}(g, *b, k.negative_axis(), "
-            "k.first, k.second)};",
-            "  *space = *b;",
+            f"  Conflict k = broadcast_two(*dims[{x}], *dims[{t}], b);",
+            f"  if (k.axis >= 0) return {{{pair.code}, {pair.name}(*dims[{x}], *dims[{t}], "
+            "k.negative_axis(), k.first, k.second)};",
         ]
+    else:
+        lines += [f"  *b = *dims[{base[0]}];", "  Conflict k;"]
+    fits = False
+    for spec_input in op.inputs:
+        if spec_input.broadcast is spec.Broadcast.BASE:
+            continue
+        i = position[spec_input.name]
+        body = _input_checks(op, spec_input, i, texts)
+        fits = fits or spec_input.broadcast is spec.Broadcast.FITS
+        if spec_input.optional:
+            body = [f"  if (dims[{i}]) {{", *("  " + line for line in body), "  }"]
+        lines += body
+    if fits:
+        lines.append("  *space = *b;")
     lines += ["  return {};", "}", ""]
     return "\n".join(lines)
+
+
+def _input_checks(
+    op: spec.OperatorSpec, spec_input: spec.InputSpec, i: int, texts: dict[str, Message]
+) -> list[str]:
+    """One input against B: broadcasting (into `space`, B broadcast with it), and for an
+    input that must fit, no enlarging."""
+    broadcast = texts[message_key("broadcast", op, spec_input.name)]
+    lines = [
+        f"  k = broadcast_two(*dims[{i}], *b, space);",
+        f"  if (k.axis >= 0) return {{{broadcast.code}, {broadcast.name}(*dims[{i}], *b, "
+        "k.negative_axis(), k.first, k.second)};",
+    ]
+    if spec_input.broadcast is not spec.Broadcast.FITS:
+        return lines
+    rank = texts[message_key("enlarge_rank", op, spec_input.name)]
+    axis = texts[message_key("enlarge_axis", op, spec_input.name)]
+    g = "g" if spec_input.name == "grad_output" else f"g{i}"
+    return [
+        *lines,
+        f"  const std::vector<int64_t>& {g} = *dims[{i}];",
+        f"  if ({g}.size() > b->size()) return {{{rank.code}, {rank.name}({g}, *b, "
+        f"static_cast<int64_t>({g}.size()), static_cast<int64_t>(b->size()))}};",
+        f"  k = enlarges({g}, *b);",
+        f"  if (k.axis >= 0) return {{{axis.code}, {axis.name}({g}, *b, k.negative_axis(), "
+        "k.first, k.second)};",
+    ]
 
 
 def lossgrad_shapes_source(ops: Iterable[spec.OperatorSpec] | None = None) -> str:

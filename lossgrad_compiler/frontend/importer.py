@@ -34,6 +34,7 @@ from lossgrad_compiler.frontend.scopes import (
 )
 from lossgrad_compiler.frontend.signature import Signature, signature_of
 from lossgrad_compiler.onnx.attributes import attribute_values
+from lossgrad_compiler.onnx.inference import input_name
 from lossgrad_compiler.onnx.node_errors import located
 from lossgrad_compiler.onnx.opsets import check_opset_imports
 from lossgrad_compiler.onnx.schemas import ensure_schemas
@@ -113,7 +114,7 @@ def check_node(
         infos: dict[str, spec.TensorInfo | None] = {}
         untyped: list[tuple[str, str]] = []
         for i, value in enumerate(node.input):
-            name = spec.INPUT_NAMES[i] if i < len(spec.INPUT_NAMES) else f"input {i}"
+            name = input_name(op, i)
             info = tensor_info(types.get(value)) if value else None
             if value and info is None:
                 untyped.append((name, value))
@@ -125,7 +126,7 @@ def check_node(
             raise UnknownTypeError(
                 op.name, name, f"the element type of '{value}' is unknown (declare its type)"
             )
-        for name in spec.INPUT_NAMES:
+        for name in call.present:
             if call.shapes[name] is None:
                 raise UnknownTypeError(
                     op.name, name, "the rank is unknown (declare the shape of the model's inputs)"

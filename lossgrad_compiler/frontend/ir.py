@@ -15,20 +15,28 @@ from lossgrad_compiler.frontend.signature import Signature
 
 
 def argument_types(signature: Signature) -> list[TensorType]:
+    """The types of the signature's present inputs, in the operator's order."""
     return [
         TensorType(
             MLIR_FLOAT_TYPES[element.mlir], [1 if d == 1 else DYNAMIC_INDEX for d in pattern]
         )
-        for element, pattern in zip(signature.types, signature.patterns, strict=True)
+        for element, pattern in zip(
+            signature.present_types, signature.present_patterns, strict=True
+        )
     ]
 
 
 def signature_function(signature: Signature) -> func.FuncOp:
-    """`func.func @<id>(%grad_output, %self, %target)` returning the lossgrad op's result."""
+    """`func.func @<id>(%grad_output, %self, %target, <present optional inputs>)` returning
+    the lossgrad op's result."""
     block = Block(arg_types=argument_types(signature))
-    for arg, name in zip(block.args, ("grad_output", "self", "target"), strict=True):
+    for arg, name in zip(block.args, signature.present, strict=True):
         arg.name_hint = name
-    op = make_op(signature.op_type, *block.args, signature.attributes)
+    op = make_op(
+        signature.op_type,
+        dict(zip(signature.present, block.args, strict=True)),
+        signature.attributes,
+    )
     block.add_ops([op, func.ReturnOp(op.result)])
     return func.FuncOp(signature.id, (block.arg_types, [op.result.type]), Region(block))
 

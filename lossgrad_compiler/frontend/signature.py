@@ -1,6 +1,7 @@
 """Signatures: what makes two ai.lossgrad nodes share one compiled kernel.
 
-A signature is (op, element types, ranks and broadcast pattern, attributes). Every dimension
+A signature is (op, which optional inputs are present, element types, ranks and broadcast
+pattern, attributes). Every dimension
 becomes dynamic except a static 1 that is broadcast against a dimension other than 1 — the
 only shape fact that changes the lowered code (an indexing map reads it with the constant 0;
 docs/level2.md). Dynamic dimensions are never broadcast, so at run time they equal the
@@ -21,16 +22,41 @@ Pattern = tuple[int | None, ...]
 
 @dataclass(frozen=True)
 class Signature:
-    """One compiled kernel's worth of nodes. `attrs` holds every attribute in spec's order."""
+    """One compiled kernel's worth of nodes. `types` and `patterns` have one entry per input
+    of the operator, in its order, None for an absent optional input (grad_output, self,
+    target first); `attrs` holds every attribute in spec's order."""
 
     op_type: str
-    types: tuple[spec.FloatType, spec.FloatType, spec.FloatType]  # grad_output, self, target
-    patterns: tuple[Pattern, Pattern, Pattern]
+    types: tuple[spec.FloatType | None, ...]
+    patterns: tuple[Pattern | None, ...]
     attrs: tuple[tuple[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.op.inputs)
+        # A signature may list only the inputs up to the last present one.
+        types = (*self.types, *(None,) * (n - len(self.types)))
+        patterns = (*self.patterns, *(None,) * (n - len(self.patterns)))
+        object.__setattr__(self, "types", types)
+        object.__setattr__(self, "patterns", patterns)
 
     @property
     def op(self) -> spec.OperatorSpec:
         return spec.operator(self.op_type)
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        """The inputs the signature's nodes give, in the operator's order."""
+        return tuple(
+            i.name for i, t in zip(self.op.inputs, self.types, strict=True) if t is not None
+        )
+
+    @property
+    def present_types(self) -> tuple[spec.FloatType, ...]:
+        return tuple(t for t in self.types if t is not None)
+
+    @property
+    def present_patterns(self) -> tuple[Pattern, ...]:
+        return tuple(p for p in self.patterns if p is not None)
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -39,11 +65,16 @@ class Signature:
     @cached_property
     def id(self) -> str:
         """A readable, injective identifier that is also a C and MLIR symbol name, e.g.
-        `smooth_l1_loss_backward__f32_f32_f32__0d_dx1_d__mean_beta0p5`."""
-        types = "_".join(t.mlir for t in self.types)
-        shapes = "_".join(_pattern_id(p) for p in self.patterns)
+        `smooth_l1_loss_backward__f32_f32_f32__0d_dx1_d__mean_beta0p5`; an absent optional
+        input is `none` in both the types and the shapes."""
+        types = "_".join(ABSENT if t is None else t.mlir for t in self.types)
+        shapes = "_".join(ABSENT if p is None else _pattern_id(p) for p in self.patterns)
         attrs = "_".join(_attr_id(name, value) for name, value in self.attrs)
         return f"{self.op.mnemonic}__{types}__{shapes}__{attrs}"
+
+
+ABSENT = "none"
+"""How a signature id spells an absent optional input."""
 
 
 def _pattern_id(pattern: Pattern) -> str:
@@ -66,18 +97,20 @@ _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def signature_of(call: spec.CheckedCall) -> Signature:
     """The signature of a validated call whose input ranks are known."""
-    shapes = [call.shapes[name] for name in spec.INPUT_NAMES]
+    present = call.present
+    shapes = [call.shapes[name] for name in present]
     if any(s is None for s in shapes):
         raise ValueError("a signature needs the rank of every input")
     known = [s for s in shapes if s is not None]
-    # The loops an operand is broadcast against: B = broadcast(self, target) for the KL ops,
-    # all three inputs for SmoothL1LossBackward (docs/level2.md, "iteration space").
-    loop_inputs = [1, 2] if call.op.differentiates else [0, 1, 2]
-    patterns = tuple(_pattern(i, known, loop_inputs) for i in range(3))
+    # The loops an operand is broadcast against: the inputs that span the iteration space
+    # (B = broadcast(self, target), and an input that enlarges it; docs/level2.md).
+    spans = {i.name for i in call.op.inputs if i.broadcast is not spec.Broadcast.FITS}
+    loop_inputs = [k for k, name in enumerate(present) if name in spans]
+    patterns = {name: _pattern(k, known, loop_inputs) for k, name in enumerate(present)}
     signature = Signature(
         op_type=call.op.name,
-        types=(call.types["grad_output"], call.types["self"], call.types["target"]),
-        patterns=(patterns[0], patterns[1], patterns[2]),
+        types=tuple(call.types.get(i.name) for i in call.op.inputs),
+        patterns=tuple(patterns.get(i.name) for i in call.op.inputs),
         attrs=tuple((a.name, call.attrs[a.name]) for a in call.op.attributes),
     )
     assert _SYMBOL.match(signature.id), signature.id

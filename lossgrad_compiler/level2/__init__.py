@@ -49,6 +49,7 @@ from lossgrad_compiler.level2.dispatch import ScalarOpDispatch, rule
 from lossgrad_compiler.level2.identity import (
     ATTRIBUTES_ATTR,
     DIVISOR_ATTR,
+    INPUTS_ATTR,
     OP_TYPE_ATTR,
     PARAMETER_N,
     PARAMETERS_ATTR,
@@ -56,6 +57,7 @@ from lossgrad_compiler.level2.identity import (
     parameter_type,
     read_divisor,
     read_identity,
+    read_inputs,
     read_parameters,
 )
 from lossgrad_compiler.level2.verify import verify_function, verify_level2
@@ -67,6 +69,7 @@ __all__ = [
     "COUNT_OPS",
     "DIVISOR_ATTR",
     "FUNCTION_OPS",
+    "INPUTS_ATTR",
     "OP_TYPE_ATTR",
     "PARAMETERS_ATTR",
     "PARAMETER_N",
@@ -94,6 +97,7 @@ __all__ = [
     "predicate_of",
     "read_divisor",
     "read_identity",
+    "read_inputs",
     "read_parameters",
     "rule",
     "signature_functions",

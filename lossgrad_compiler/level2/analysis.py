@@ -22,6 +22,7 @@ from lossgrad_compiler.level2.identity import (
     parameter_type,
     read_divisor,
     read_identity,
+    read_inputs,
     read_parameters,
 )
 
@@ -237,8 +238,8 @@ def captured_values(block: Block) -> Iterator[SSAValue]:
 class Level2Operand:
     """One input of a signature function, as the body reads it."""
 
-    name: str  # spec.INPUT_NAMES
-    position: int
+    name: str  # the operator's input name (grad_output, self, target, weight, ...)
+    position: int  # among the function's tensor arguments
     argument: BlockArgument  # the function argument
     generic: GenericOperand  # the same operand in the main generic
     widening: arith.ExtFOp | None  # the one extf to the compute type, if it is read that way
@@ -259,9 +260,11 @@ class Level2Operand:
 
 @dataclass(frozen=True)
 class Level2Scale:
-    """The reduction scale 1/n that grad_output is multiplied by before the formula."""
+    """The reduction scale: 1/n, which grad_output is multiplied by before the formula
+    (spec.Scaling.GRAD_OUTPUT) or which the formula multiplies by where it says
+    (RECIPROCAL), or n itself, which the formula divides by (DIVISOR)."""
 
-    value: SSAValue  # the captured scalar, in the compute type
+    value: SSAValue | None  # the captured scalar, in the compute type (None: see _scale)
     divisor: spec.Divisor  # what n counts (the function's `lossgrad.divisor`)
     parameter: BlockArgument | None  # %n, in the runtime-parameter form
     ops: tuple[Operation, ...]  # the function ops computing `value`, in program order
@@ -269,6 +272,8 @@ class Level2Scale:
     @property
     def static_value(self) -> float | None:
         """The scale itself when it is a constant (static shapes)."""
+        if self.value is None:
+            return None
         owner = self.value.owner
         return float(constant_value(owner)) if isinstance(owner, arith.ConstantOp) else None
 
@@ -281,7 +286,7 @@ class Level2Function:
     op: spec.OperatorSpec
     attributes: dict[str, Any]
     parameters: dict[str, BlockArgument]  # run-time parameters by name
-    operands: tuple[Level2Operand, Level2Operand, Level2Operand]
+    operands: tuple[Level2Operand, ...]  # the present inputs, in the operator's order
     compute: spec.FloatType
     result: spec.FloatType  # the returned tensor's element type
     main: Level2Generic
@@ -303,13 +308,18 @@ class Level2Function:
     def reduces(self) -> bool:
         return self.main.reduces
 
+    def operand(self, name: str) -> Level2Operand | None:
+        """The operand of an input, None when the input is absent."""
+        return next((o for o in self.operands if o.name == name), None)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.operands)
+
     @property
     def result_operand(self) -> Level2Operand | None:
         """The operand whose shape a summed result takes (spec's `differentiates`)."""
-        names = [o.name for o in self.operands]
-        return (
-            self.operands[names.index(self.op.differentiates)] if self.op.differentiates else None
-        )
+        return self.operand(self.op.differentiates) if self.op.differentiates else None
 
     @property
     def captured(self) -> tuple[SSAValue, ...]:
@@ -321,13 +331,14 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
     one: see docs/level2.md, "One function per signature")."""
     where = function.sym_name.data
     op, attrs = read_identity(function)
+    names = read_inputs(function, op)
     parameter_names = read_parameters(function)
     block = function.body.block
-    n_inputs = len(spec.INPUT_NAMES)
+    n_inputs = len(names)
     if len(block.args) != n_inputs + len(parameter_names):
         raise Level2ContractError(
             function,
-            f"takes {', '.join(spec.INPUT_NAMES)} and then its parameters "
+            f"takes {', '.join(names)} and then its parameters "
             f"{list(parameter_names)}; it has {len(block.args)} arguments",
             where,
         )
@@ -345,7 +356,7 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
     main = analyze_generic(generics[0])
     arguments = list(block.args[:n_inputs])
     if [i.value for i in main.inputs] != arguments:
-        raise Level2ContractError(generics[0], "reads (grad_output, self, target) in order", where)
+        raise Level2ContractError(generics[0], f"reads ({', '.join(names)}) in order", where)
     narrowing = generics[1] if len(generics) == 2 else None
     returned = _returned(function)
     last = narrowing if narrowing is not None else main.op
@@ -354,8 +365,7 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
     if narrowing is not None:
         _check_narrowing(narrowing, main)
     operands = tuple(
-        Level2Operand(name, i, arguments[i], main.inputs[i], None)
-        for i, name in enumerate(spec.INPUT_NAMES)
+        Level2Operand(name, i, arguments[i], main.inputs[i], None) for i, name in enumerate(names)
     )
     types = {o.name: o.storage for o in operands}
     compute = spec.compute_type(spec.promote_types(types.values()))
@@ -381,7 +391,7 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
         op=op,
         attributes=attrs,
         parameters=parameters,
-        operands=(operands[0], operands[1], operands[2]),
+        operands=operands,
         compute=compute,
         result=result,
         main=main,
@@ -389,7 +399,7 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
         final_truncf=final_truncf,
         value=value,
         compute_ops=compute_ops,
-        scale=_scale(function, operands, main, parameters),
+        scale=_scale(function, op, operands, main, parameters),
     )
 
 
@@ -435,28 +445,78 @@ def _with_widening(operand: Level2Operand, compute: spec.FloatType, op: GenericO
 
 def _scale(
     function: func.FuncOp,
+    op: spec.OperatorSpec,
     operands: Sequence[Level2Operand],
     main: Level2Generic,
     parameters: Mapping[str, BlockArgument],
 ) -> Level2Scale | None:
-    """The scale: `mulf(grad_output, %scale)` with %scale from above the body, when the
-    function says it scales (`lossgrad.divisor`, docs/level2.md)."""
+    """The scale, when the function says it scales (`lossgrad.divisor`, docs/level2.md):
+    `mulf(grad_output, %scale)` with %scale from above the body, or, for a formula that
+    places the scale itself, the one captured value computed from sizes alone (not from a
+    float parameter such as beta)."""
     divisor = read_divisor(function)
     if divisor is None:
         return None
+    n = parameters.get(PARAMETER_N)
+    if op.scaling is not spec.Scaling.GRAD_OUTPUT:
+        value = _placed_scale(function, main, parameters)
+        ops = tuple(_defining_ops(function, value)) if value is not None else ()
+        return Level2Scale(value, divisor, n, ops)
     loaded = operands[0].loaded
     for use in loaded.uses:
         user = use.operation
         if isinstance(user, arith.MulfOp):
             other = SSAValue.get(user.rhs if user.lhs == loaded else user.lhs)
             if other in main.captured:
-                n = parameters.get(PARAMETER_N)
                 return Level2Scale(other, divisor, n, tuple(_defining_ops(function, other)))
     raise Level2ContractError(
         main.op,
         f"'{DIVISOR_ATTR}' says grad_output is scaled by 1/({divisor.value}): the body starts "
         "with `arith.mulf %grad_output, %scale`",
     )
+
+
+def _placed_scale(
+    function: func.FuncOp, main: Level2Generic, parameters: Mapping[str, BlockArgument]
+) -> SSAValue | None:
+    """The scale of a formula that places it itself (1/n or n): the one captured value
+    computed from the sizes (`arith.uitofp` of n, or the parameter n), else the one captured
+    constant (static shapes). None when constants hoisted out of the body (canonicalize)
+    make the static scale one of several: a backend reads the divisor, not this value."""
+    floats = {p for name, p in parameters.items() if name != PARAMETER_N}
+    sized, constants = [], []
+    for v in main.captured:
+        chain = _defining_values(function, v)
+        if floats & set(chain):
+            continue
+        counted = PARAMETER_N in parameters and parameters[PARAMETER_N] in chain
+        if counted or any(isinstance(c.owner, arith.UIToFPOp) for c in chain):
+            sized.append(v)
+        elif isinstance(v.owner, arith.ConstantOp):
+            constants.append(v)
+    if len(sized) > 1:
+        raise Level2ContractError(
+            main.op, f"the body reads {len(sized)} values computed from sizes; one is the scale"
+        )
+    if sized:
+        return sized[0]
+    return constants[0] if len(constants) == 1 else None
+
+
+def _defining_values(function: func.FuncOp, value: SSAValue) -> list[SSAValue]:
+    """`value` and every value of the function it is computed from (arguments included)."""
+    block = function.body.block
+    seen: list[SSAValue] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.append(v)
+        owner = v.owner
+        if isinstance(owner, Operation) and owner.parent_block() is block:
+            stack.extend(owner.operands)
+    return seen
 
 
 def _defining_ops(function: func.FuncOp, value: SSAValue) -> list[Operation]:

@@ -4,7 +4,7 @@ read them. Builtin attributes only, so that upstream MLIR tools keep them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xdsl.dialects import func
@@ -31,6 +31,10 @@ ATTRIBUTES_ATTR = "lossgrad.attributes"
 """Function attribute: the op's attributes, every one, as ONNX spells them."""
 PARAMETERS_ATTR = "lossgrad.parameters"
 """Function attribute: the names of the trailing arguments that carry run-time parameters."""
+INPUTS_ATTR = "lossgrad.inputs"
+"""Function attribute: the names of the inputs the function's tensor arguments are, in order,
+when an optional input is present; without it the arguments are the operator's required
+inputs (grad_output, self, target)."""
 DIVISOR_ATTR = "lossgrad.divisor"
 """Function attribute: what n of the reduction scale 1/n counts (a spec.Divisor value), on
 every function whose body multiplies grad_output by a scale; absent where nothing is
@@ -45,11 +49,14 @@ widened exactly), named after the attribute."""
 
 
 def identity_attributes(
-    op: spec.OperatorSpec, attrs: Mapping[str, Any], divisor: spec.Divisor | None = None
+    op: spec.OperatorSpec,
+    attrs: Mapping[str, Any],
+    divisor: spec.Divisor | None = None,
+    inputs: Sequence[str] | None = None,
 ) -> dict[str, Attribute]:
     """The function attributes that say which operator, with which attributes (and which
-    divisor scales it), a function computes: builtin attributes only, so that upstream MLIR
-    tools read them."""
+    divisor scales it, and which inputs it takes when an optional one is present), a
+    function computes: builtin attributes only, so that upstream MLIR tools read them."""
     values: dict[str, Attribute] = {}
     for a in op.attributes:
         value = attrs[a.name]
@@ -63,9 +70,43 @@ def identity_attributes(
         OP_TYPE_ATTR: StringAttr(op.name),
         ATTRIBUTES_ATTR: DictionaryAttr(values),
     }
+    if inputs is not None and tuple(inputs) != _required(op):
+        identity[INPUTS_ATTR] = ArrayAttr(StringAttr(n) for n in inputs)
     if divisor is not None:
         identity[DIVISOR_ATTR] = StringAttr(divisor.value)
     return identity
+
+
+def _required(op: spec.OperatorSpec) -> tuple[str, ...]:
+    return tuple(i.name for i in op.inputs if not i.optional)
+
+
+def read_inputs(function: func.FuncOp, op: spec.OperatorSpec) -> tuple[str, ...]:
+    """The inputs a function's tensor arguments are (`lossgrad.inputs`, or the operator's
+    required inputs): every required input, then optional ones, in the operator's order."""
+    found = function.attributes.get(INPUTS_ATTR)
+    if found is None:
+        return _required(op)
+    names = (
+        tuple(n.data for n in found.data if isinstance(n, StringAttr))
+        if isinstance(found, ArrayAttr)
+        else ()
+    )
+    order = op.input_names
+    valid = (
+        isinstance(found, ArrayAttr)
+        and len(names) == len(found.data)
+        and set(_required(op)) <= set(names) <= set(order)
+        and list(names) == sorted(set(names), key=order.index)
+    )
+    if not valid:
+        raise Level2ContractError(
+            function,
+            f"'{INPUTS_ATTR}' lists inputs of {op.name} in its order ({', '.join(order)}), "
+            "the required ones included",
+            function.sym_name.data,
+        )
+    return names
 
 
 def parameter_type(name: str) -> Attribute:

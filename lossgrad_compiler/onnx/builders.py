@@ -14,6 +14,7 @@ from onnx import FunctionProto, GraphProto, ModelProto, NodeProto, ValueInfoProt
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.onnx.attributes import attribute_protos
+from lossgrad_compiler.onnx.graphs import deep_nodes
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 from lossgrad_compiler.onnx.type_protos import onnx_elem_type, shape_of
 
@@ -25,12 +26,23 @@ PRODUCER = "lossgrad_compiler"
 ValueSpec = ValueInfoProto | tuple[str, Any, spec.Shape | Sequence[spec.Dim] | None]
 
 
-def opset_imports(onnx_opset: int = ONNX_OPSET) -> list[onnx.OperatorSetIdProto]:
-    """ai.onnx at `onnx_opset` and ai.lossgrad at spec's version."""
+def opset_imports(
+    onnx_opset: int = ONNX_OPSET, op_types: Iterable[str] = ()
+) -> list[onnx.OperatorSetIdProto]:
+    """ai.onnx at `onnx_opset` and ai.lossgrad at the smallest version that has every one of
+    `op_types` (version 1 for none: spec.opset_version_for)."""
     return [
         helper.make_opsetid("", onnx_opset),
-        helper.make_opsetid(spec.DOMAIN, spec.OPSET_VERSION),
+        helper.make_opsetid(spec.DOMAIN, spec.opset_version_for(op_types)),
     ]
+
+
+def lossgrad_op_types(nodes: Iterable[NodeProto]) -> list[str]:
+    """The ai.lossgrad operators among `nodes` and their subgraphs (known ones only: an
+    unknown op_type is the checker's to report)."""
+    return sorted(
+        {n.op_type for n in deep_nodes(nodes) if n.domain == spec.DOMAIN} & set(spec.OPERATORS)
+    )
 
 
 def make_node(
@@ -42,19 +54,25 @@ def make_node(
 ) -> NodeProto:
     """An ai.lossgrad node with every attribute written explicitly (checked by spec).
 
-    `inputs` are the value names of grad_output, self and target, in that order, or a mapping
-    from those input names to value names. `outputs` is one name (or a one-element list)."""
+    `inputs` are the value names of the operator's inputs in its order (grad_output, self,
+    target, then its optional inputs; "" or None for an absent one, and trailing ones may be
+    left out), or a mapping from input names to value names. The node lists its inputs up to
+    the last present one, an absent one in between as "" (ONNX's convention). `outputs` is
+    one name (or a one-element list)."""
     op = spec.operator(op_type)
     if isinstance(inputs, Mapping):
         by_name = dict(inputs)
     else:
-        by_name = {_input_name(i): value for i, value in enumerate(inputs)}
+        by_name = {_input_name(op, i): value for i, value in enumerate(inputs)}
     # Types and shapes are not known here: spec checks the inputs' presence and the attributes.
     unknown = spec.TensorInfo(spec.FLOAT32, None)
     call = spec.validate(op.name, {k: unknown if v else None for k, v in by_name.items()}, attrs)
+    names = [by_name.get(n) or "" for n in op.input_names]
+    while names and not names[-1]:
+        names.pop()
     node = helper.make_node(
         op.name,
-        [by_name[n] for n in spec.INPUT_NAMES],
+        names,
         [outputs] if isinstance(outputs, str) else list(outputs),
         name=name,
         domain=spec.DOMAIN,
@@ -63,8 +81,8 @@ def make_node(
     return node
 
 
-def _input_name(index: int) -> str:
-    return spec.INPUT_NAMES[index] if index < len(spec.INPUT_NAMES) else f"input {index}"
+def _input_name(op: spec.OperatorSpec, index: int) -> str:
+    return op.inputs[index].name if index < len(op.inputs) else f"input {index}"
 
 
 def value_info(value: ValueSpec) -> ValueInfoProto:
@@ -108,7 +126,7 @@ def _infer_value_types(
     draft = helper.make_model(
         helper.make_graph(nodes, "draft", inputs, [], initializer=initializers),
         ir_version=IR_VERSION,
-        opset_imports=opset_imports(),
+        opset_imports=opset_imports(op_types=lossgrad_op_types(nodes)),
     )
     inferred = onnx.shape_inference.infer_shapes(draft, strict_mode=True)
     found = {v.name: v for v in inferred.graph.value_info}
@@ -130,12 +148,15 @@ def make_model(
     onnx_opset: int = ONNX_OPSET,
     doc: str = "",
 ) -> ModelProto:
-    """A model with IR version 10 and opsets ai.onnx `onnx_opset`, ai.lossgrad 1."""
+    """A model with IR version 10 and opsets ai.onnx `onnx_opset` and ai.lossgrad at the
+    smallest version that has every operator of the graph and the functions."""
+    functions = list(functions)
+    scopes = [*graph.node, *(n for f in functions for n in f.node)]
     model = helper.make_model(
         graph,
         ir_version=IR_VERSION,
-        opset_imports=opset_imports(onnx_opset),
-        functions=list(functions),
+        opset_imports=opset_imports(onnx_opset, lossgrad_op_types(scopes)),
+        functions=functions,
         producer_name=PRODUCER,
     )
     if doc:

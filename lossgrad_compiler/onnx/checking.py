@@ -18,7 +18,7 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attribute_values
 from lossgrad_compiler.onnx.graphs import attribute_graphs
-from lossgrad_compiler.onnx.inference import types_only
+from lossgrad_compiler.onnx.inference import input_name, types_only
 from lossgrad_compiler.onnx.node_errors import located
 from lossgrad_compiler.onnx.opsets import check_opset_imports
 from lossgrad_compiler.onnx.schemas import ensure_schemas
@@ -42,8 +42,9 @@ def validate_node(
         attrs = attribute_values(op.name, node.attribute)
         infos: dict[str, spec.TensorInfo | None] = {}
         for i, value in enumerate(node.input):
-            name = spec.INPUT_NAMES[i] if i < len(spec.INPUT_NAMES) else f"input {i}"
-            infos[name] = (tensor_info(value_types.get(value)) or _UNKNOWN) if value else None
+            infos[input_name(op, i)] = (
+                (tensor_info(value_types.get(value)) or _UNKNOWN) if value else None
+            )
         return spec.validate(op.name, infos, attrs)
     except LossGradError as err:
         raise located(err, node.name if location is None else location) from None

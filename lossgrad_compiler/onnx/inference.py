@@ -75,22 +75,29 @@ def inference_function(op_type: str) -> Callable[[Any], None]:
 
 def _infer(op_type: str, ctx: Any) -> None:
     op = spec.operator(op_type)
-    infos, unknown_types = _input_infos(ctx)
+    infos, unknown_types = _input_infos(op, ctx)
     protos = [p for a in op.attributes if (p := ctx.get_attribute(a.name)) is not None]
     call = spec.validate(op_type, infos, attribute_values(op_type, protos))
-    result_depends_on = {op.differentiates} if op.differentiates else set(spec.INPUT_NAMES)
+    result_depends_on = {op.differentiates} if op.differentiates else set(op.input_names)
     if result_depends_on & unknown_types or ctx.get_num_outputs() < 1:
         return
     ctx.set_output_type(0, tensor_type(call.result_type, call.result_shape))
 
 
-def _input_infos(ctx: Any) -> tuple[dict[str, spec.TensorInfo | None], set[str]]:
+def input_name(op: spec.OperatorSpec, index: int) -> str:
+    """The spec name of a node's input at `index` (`input <i>` beyond the operator's)."""
+    return op.inputs[index].name if index < len(op.inputs) else f"input {index}"
+
+
+def _input_infos(
+    op: spec.OperatorSpec, ctx: Any
+) -> tuple[dict[str, spec.TensorInfo | None], set[str]]:
     """Each input's TensorInfo by spec's input name (extra inputs as 'input <i>'), and the names
     whose element type is unknown: those are validated as float32, their result left untyped."""
     infos: dict[str, spec.TensorInfo | None] = {}
     unknown: set[str] = set()
     for i in range(ctx.get_num_inputs()):
-        name = spec.INPUT_NAMES[i] if i < len(spec.INPUT_NAMES) else f"input {i}"
+        name = input_name(op, i)
         if not ctx.has_input(i):
             infos[name] = None
             continue

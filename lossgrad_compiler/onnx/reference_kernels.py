@@ -20,6 +20,7 @@ from onnx.reference.op_run import OpRun
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attributes_from_node
+from lossgrad_compiler.onnx.inference import input_name
 from lossgrad_compiler.onnx.node_errors import located
 
 
@@ -34,10 +35,10 @@ class LossGradOpRun(OpRun):
         node = self.onnx_node
         try:
             attrs = attributes_from_node(node, linked=_linked(node, given))
+            op = spec.operator(node.op_type)
             arrays: dict[str, Any] = {}
             for i, value in enumerate(inputs):
-                name = spec.INPUT_NAMES[i] if i < len(spec.INPUT_NAMES) else f"input {i}"
-                arrays[name] = value
+                arrays[input_name(op, i)] = value
             return (reference.evaluate(node.op_type, arrays, attrs),)
         except LossGradError as err:
             raise located(err, node.name) from None

@@ -12,37 +12,39 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.onnx.attributes import attribute_proto
 from lossgrad_compiler.onnx.inference import inference_function
 
-# One type parameter per input (mixed element types are allowed) and one for a result whose
-# type is the promotion of all three (SmoothL1LossBackward); the inference sets it exactly.
-INPUT_TYPE_PARAMS: dict[str, str] = dict(zip(spec.INPUT_NAMES, ("T0", "T1", "T2"), strict=True))
-PROMOTED_TYPE_PARAM = "T3"
+_GRAD_OUTPUT_DOC = "Gradient of the loss; broadcasts to the iteration shape."
 
-_INPUT_DOCS = {
-    "grad_output": "Gradient of the loss; broadcasts to the iteration shape.",
-    "self": "The loss function's input.",
-    "target": "The loss function's target.",
-}
+
+def type_params(op: spec.OperatorSpec) -> dict[str, str]:
+    """One type parameter per input, by input name (mixed element types are allowed):
+    T0, T1, ... in input order."""
+    return {i.name: f"T{k}" for k, i in enumerate(op.inputs)}
+
+
+def promoted_type_param(op: spec.OperatorSpec) -> str:
+    """The type parameter of a result whose type is the promotion of the inputs (the
+    inference sets it exactly): the one after the inputs' (T3 for three inputs)."""
+    return f"T{len(op.inputs)}"
 
 
 def build_schema(op: spec.OperatorSpec) -> OpSchema:
-    """The OpSchema of one operator, with spec's names, attributes, defaults and inference."""
-    result_param = INPUT_TYPE_PARAMS.get(op.differentiates, PROMOTED_TYPE_PARAM)
-    params = [*INPUT_TYPE_PARAMS.values()]
-    if result_param == PROMOTED_TYPE_PARAM:
-        params.append(PROMOTED_TYPE_PARAM)
+    """The OpSchema of one operator, with spec's names, attributes, defaults and inference,
+    at the ai.lossgrad version that introduced it."""
+    params = type_params(op)
+    result_param = params.get(op.differentiates, promoted_type_param(op))
+    all_params = [*params.values()]
+    if result_param not in all_params:
+        all_params.append(result_param)
     float_types = [t.onnx_type_str for t in spec.FLOAT_TYPES]
     allowed = ", ".join(t.name for t in spec.FLOAT_TYPES)
     schema = OpSchema(
         op.name,
         spec.DOMAIN,
-        spec.OPSET_VERSION,
+        op.since_version,
         doc=_doc(op),
-        inputs=[
-            OpSchema.FormalParameter(name, INPUT_TYPE_PARAMS[name], _INPUT_DOCS[name])
-            for name in spec.INPUT_NAMES
-        ],
+        inputs=[_formal_parameter(i, params[i.name]) for i in op.inputs],
         outputs=[OpSchema.FormalParameter(op.output, result_param, _output_doc(op))],
-        type_constraints=[(p, float_types, allowed) for p in params],
+        type_constraints=[(p, float_types, allowed) for p in all_params],
         attributes=[
             OpSchema.Attribute(a.name, attribute_proto(a, a.default), f"{a.doc} Valid: {a.rule()}.")
             for a in op.attributes
@@ -51,6 +53,16 @@ def build_schema(op: spec.OperatorSpec) -> OpSchema:
     )
     schema.set_type_and_shape_inference_function(inference_function(op.name))
     return schema
+
+
+def _formal_parameter(spec_input: spec.InputSpec, type_param: str) -> OpSchema.FormalParameter:
+    doc = _GRAD_OUTPUT_DOC if spec_input.name == "grad_output" else spec_input.doc
+    option = (
+        OpSchema.FormalParameterOption.Optional
+        if spec_input.optional
+        else OpSchema.FormalParameterOption.Single
+    )
+    return OpSchema.FormalParameter(spec_input.name, type_param, doc, param_option=option)
 
 
 def _doc(op: spec.OperatorSpec) -> str:
@@ -74,9 +86,9 @@ def register_schemas() -> list[OpSchema]:
 
 def deregister_schemas() -> None:
     """Remove the ai.lossgrad schemas of spec.OPERATORS from onnx's registry, if present."""
-    for name in spec.OPERATORS:
-        if defs.has(name, spec.DOMAIN):
-            defs.deregister_schema(name, spec.OPSET_VERSION, spec.DOMAIN)
+    for op in spec.OPERATORS.values():
+        if defs.has(op.name, spec.DOMAIN):
+            defs.deregister_schema(op.name, op.since_version, spec.DOMAIN)
 
 
 def ensure_schemas() -> None:
@@ -88,4 +100,5 @@ def ensure_schemas() -> None:
 def get_schema(op_type: str) -> OpSchema:
     """The registered schema of `op_type` (registering first if needed)."""
     ensure_schemas()
-    return defs.get_schema(spec.operator(op_type).name, spec.OPSET_VERSION, spec.DOMAIN)
+    op = spec.operator(op_type)
+    return defs.get_schema(op.name, op.since_version, spec.DOMAIN)

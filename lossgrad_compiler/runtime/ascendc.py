@@ -199,8 +199,9 @@ class AscendcSession:
             values[info.name] = np.asarray(feeds[info.name])
         runs = []
         for node, project in zip(self.model.graph.node, self._node_projects, strict=True):
+            names = spec.operator(node.op_type).input_names  # "" is an absent optional input
             arrays = {n: values.get(v) if v else None
-                      for n, v in zip(spec.INPUT_NAMES, node.input, strict=False)}  # fmt: skip
+                      for n, v in zip(names, node.input, strict=False)}  # fmt: skip
             checked = checked_call(node.op_type, arrays, attributes_from_node(node))
             compiled = self._compiled[project.info.function]
             case = raw_case(checked, arrays, compiled, self.block_dim)

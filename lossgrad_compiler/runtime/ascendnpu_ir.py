@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
 from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget
 from lossgrad_compiler.frontend.lowering import lower_signatures
@@ -161,6 +160,6 @@ def evaluate_calls(
             path = runner_library(lower_signatures([signature]), target, schedule=schedule)
             libraries[signature.id] = RunnerLibrary(path)
         result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
-        inputs = [arrays[n] for n in spec.INPUT_NAMES]
+        inputs = list(arrays.values())
         results.append(libraries[signature.id].run(signature.id, inputs, result))
     return results

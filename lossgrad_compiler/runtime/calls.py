@@ -21,11 +21,12 @@ class Call:
 
 
 def checked_call(call: Call) -> tuple[spec.CheckedCall, dict[str, np.ndarray]]:
-    """The validated call and its inputs as C-contiguous arrays (0-d ones stay 0-d)."""
+    """The validated call and the inputs given as C-contiguous arrays (0-d ones stay 0-d),
+    in the operator's order (an absent optional input is not among them)."""
     arrays = {n: (None if v is None else np.asarray(v)) for n, v in call.inputs.items()}
     infos = {
         n: (None if a is None else spec.TensorInfo(a.dtype, tuple(a.shape)))
         for n, a in arrays.items()
     }
     result = spec.validate(call.op_type, infos, call.attrs)
-    return result, {n: np.require(arrays[n], requirements="C") for n in spec.INPUT_NAMES}
+    return result, {n: np.require(arrays[n], requirements="C") for n in result.present}

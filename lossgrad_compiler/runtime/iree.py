@@ -96,7 +96,7 @@ def evaluate_calls(
     results = []
     for checked, arrays in prepared:
         name = signature_of(checked).id
-        out = module(name, *(arrays[n] for n in spec.INPUT_NAMES))
+        out = module(name, *arrays.values())
         results.append(out.astype(checked.result_type.dtype, copy=False))
     return results
 

@@ -14,9 +14,14 @@ import numpy as np
 
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.runtime.ascendc import Call, signature_project
-from tests.helpers.cases import random_array
+from tests.helpers.cases import make_case, random_array
 from tests.helpers.tolerances import TIGHT, assert_matches
 
+KL, KLT, SL1 = (
+    spec.KL_DIV_BACKWARD.name,
+    spec.KL_DIV_TARGET_BACKWARD.name,
+    spec.SMOOTH_L1_LOSS_BACKWARD.name,
+)
 DTYPES: dict[str, Any] = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 Shapes = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # grad_output, self, target
 
@@ -27,6 +32,7 @@ class Pattern:
 
     name: str
     shapes: Callable[[int], Shapes]
+    optional: Callable[[int], dict[str, tuple[int, ...]]] = lambda n: {}  # given optional inputs
 
 
 # Per operator: elementwise; one-element grad_output (a scalar multiply in the kernel);
@@ -53,6 +59,28 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
         Pattern("self_rank1", lambda n: ((), (n,), (2, n))),
     ),
 }
+# The operators whose result is broadcast(grad_output, self, target) take SmoothL1's patterns;
+# the binary cross entropies (B is self) take their weights as a row or at B's shape.
+for _op in (spec.MSE_LOSS_BACKWARD, spec.HUBER_LOSS_BACKWARD, spec.SOFT_MARGIN_LOSS_BACKWARD):
+    PATTERNS[_op.name] = PATTERNS[spec.SMOOTH_L1_LOSS_BACKWARD.name]
+PATTERNS[spec.BINARY_CROSS_ENTROPY_BACKWARD.name] = (
+    Pattern("same", lambda n: ((n,), (n,), (n,))),
+    Pattern("scalar_g", lambda n: ((), (n,), (n,))),
+    Pattern("target_row", lambda n: ((2, n), (2, n), (1, n))),
+    Pattern("weight_row", lambda n: ((), (2, n), (2, n)), lambda n: {"weight": (n,)}),
+    Pattern("weight_full", lambda n: ((2, 1), (2, n), (n,)), lambda n: {"weight": (2, n)}),
+)
+PATTERNS[spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name] = (
+    Pattern("same", lambda n: ((n,), (n,), (n,))),
+    Pattern("scalar_g", lambda n: ((), (n,), (n,))),
+    Pattern("pos_weight_row", lambda n: ((2, 1), (2, n), (1, n)), lambda n: {"pos_weight": (n,)}),
+    Pattern(
+        "both_weights",
+        lambda n: ((), (2, n), (2, n)),
+        lambda n: {"weight": (2, n), "pos_weight": (n,)},
+    ),
+    Pattern("weight_scalar", lambda n: ((n,), (n,), ()), lambda n: {"weight": ()}),
+)
 
 # Every count of elements around the 32-byte (8 f32 / 16 half) and 256-byte (64 f32 / 128
 # half) boundaries.
@@ -65,12 +93,13 @@ BLOCK_DIMS: tuple[int, ...] = tuple(range(1, 49))
 
 
 def attribute_grid(op_type: str) -> list[dict[str, Any]]:
-    """Every reduction with log_target 0/1, or with beta 0 (the sign form) and 0.5."""
+    """Every reduction with log_target 0/1, beta 0 (the sign form) and 0.5, or delta 0.5
+    and 2.5."""
     op = spec.operator(op_type)
-    reductions = [r.value for r in op.reductions]
-    if op is spec.SMOOTH_L1_LOSS_BACKWARD:
-        return [{"reduction": r, "beta": b} for r, b in itertools.product(reductions, (0.0, 0.5))]
-    return [{"reduction": r, "log_target": t} for r, t in itertools.product(reductions, (0, 1))]
+    samples = {"beta": (0.0, 0.5), "delta": (0.5, 2.5)}
+    values = [a.choices or samples[a.name] for a in op.attributes]
+    names = [a.name for a in op.attributes]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
 @dataclass(frozen=True)
@@ -86,8 +115,16 @@ def make_inputs(
     dtypes: Sequence[Any],
     seed: int,
     specials: float,
+    optional: dict[str, tuple[int, ...]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Random inputs in each op's domain (positive targets for ln, log-targets near -1)."""
+    """Random inputs in each op's domain (positive targets for ln, log-targets near -1; the
+    loss family as helpers.cases draws them, optional inputs in self's type)."""
+    if op_type not in (KL, KLT, SL1):
+        types = [*dtypes, *([dtypes[1]] * len(optional or {}))]
+        return make_case(
+            op_type, attrs, shapes[1], shapes[2], shapes[0], types,
+            seed=seed, specials=specials, optional=optional,
+        ).inputs  # fmt: skip
     rng = np.random.default_rng(seed)
     log_target = bool(attrs.get("log_target", 0))
     positive = op_type == spec.KL_DIV_TARGET_BACKWARD.name and not log_target
@@ -105,12 +142,19 @@ def make_inputs(
     }
 
 
-def tile_length(op_type: str, attrs: dict[str, Any], shapes: Shapes, dtypes: Sequence[Any]) -> int:
+def tile_length(
+    op_type: str,
+    attrs: dict[str, Any],
+    shapes: Shapes,
+    dtypes: Sequence[Any],
+    optional: dict[str, tuple[int, ...]] | None = None,
+) -> int:
     """The planned tile length of the signature these shapes and types make."""
     infos = {
         n: spec.TensorInfo(np.dtype(d), s)
         for n, s, d in zip(spec.INPUT_NAMES, shapes, dtypes, strict=True)
     }
+    infos.update({n: spec.TensorInfo(np.dtype(dtypes[1]), s) for n, s in (optional or {}).items()})
     project = signature_project(spec.validate(op_type, infos, attrs))
     return project.graph.kernel.tile_length.value.data
 
@@ -128,7 +172,10 @@ def signature_cases(
     cases = []
     for k, (n, block_dim) in enumerate(lengths):
         s = seed * 1000 + k
-        inputs = make_inputs(op_type, attrs, pattern.shapes(n), dtypes, s, 0.05 if s % 2 else 0.0)
+        specials = 0.05 if s % 2 else 0.0
+        inputs = make_inputs(
+            op_type, attrs, pattern.shapes(n), dtypes, s, specials, pattern.optional(n)
+        )
         label = f"{op_type}-{pattern.name}-{attrs}-{names}-n{n}-blocks{block_dim}-seed{s}"
         cases.append(EmulatedCase(Call(op_type, inputs, dict(attrs), block_dim), label))
     return cases
@@ -146,7 +193,7 @@ def matrix_cases(
     seed = itertools.count(1)
     for attrs in attribute_grid(op_type):
         for pattern in PATTERNS[op_type]:
-            tile = tile_length(op_type, attrs, pattern.shapes(4), dtypes)
+            tile = tile_length(op_type, attrs, pattern.shapes(4), dtypes, pattern.optional(4))
             lengths = [(next(tails), next(blocks)) for _ in range(tails_per_signature)]
             lengths += [(tile - 1, 1), (tile, 1), (2 * tile + 17, 1), (5 * tile + 3, next(blocks))]
             cases += signature_cases(op_type, attrs, pattern, dtypes, lengths, next(seed))

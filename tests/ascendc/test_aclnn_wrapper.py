@@ -206,3 +206,35 @@ def test_invalid_calls_raise_the_spec_error_before_compiling() -> None:
     with pytest.raises(errors.LossGradError) as err:
         emulate(spec.KL_DIV_BACKWARD.name, inputs, {})
     assert str(err.value) == str(expected)
+
+
+def test_optional_inputs_must_be_given_as_compiled() -> None:
+    """A kernel compiled with pos_weight refuses a null pos_weight (it would read through the
+    null tensor: the demo's runner once passed only the three required inputs and the
+    emulator died of SIGSEGV), and one compiled without weight refuses a weight."""
+    op = spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name
+    shapes = {"grad_output": (), "self": (2, 3), "target": (2, 3), "pos_weight": (3,)}
+    infos = {n: spec.TensorInfo(np.dtype(F32), s) for n, s in shapes.items()}
+    compiled = compile_signature(spec.validate(op, infos, {"reduction": "mean"}))
+    arrays = {**_inputs(), "pos_weight": np.ones(3, F32), "weight": np.ones((2, 3), F32)}
+    names = spec.operator(op).input_names
+    given = RawCase(
+        inputs=[arrays[n] for n in names], out_dtype=F32, out_shape=(2, 3), attributes=[1],
+        flags=flag_null_input(names.index("weight")),
+    )  # fmt: skip
+    null_pos_weight = RawCase(
+        inputs=[arrays[n] for n in names], out_dtype=F32, out_shape=(2, 3), attributes=[1],
+        flags=flag_null_input(names.index("weight")) | flag_null_input(names.index("pos_weight")),
+    )  # fmt: skip
+    extra_weight = RawCase(
+        inputs=[arrays[n] for n in names], out_dtype=F32, out_shape=(2, 3), attributes=[1]
+    )
+    results = run_raw(compiled.runner, [given, null_pos_weight, extra_weight])
+    assert [r.status for r in results] == [0, errors.ACLNN_ERR_PARAM_INVALID, 161002]
+    assert "pos_weight: the Ascend C kernel was compiled with pos_weight; got null" in (
+        results[1].message
+    )
+    assert "weight: the Ascend C kernel was compiled without weight; got a tensor" in (
+        results[2].message
+    )
+    assert all((r.output.view(np.uint8) == UNTOUCHED).all() for r in results[1:])

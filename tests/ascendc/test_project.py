@@ -25,11 +25,14 @@ from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.opt import main as opt_main
 
 
-def _signature(op_type: str, attrs: dict, shapes=((), (4, 3), (1, 3)), dtype=np.float16):
+def _signature(
+    op_type: str, attrs: dict, shapes=((), (4, 3), (1, 3)), dtype=np.float16, optional=None
+):
     infos = {
         n: spec.TensorInfo(np.dtype(dtype), s)
         for n, s in zip(spec.INPUT_NAMES, shapes, strict=True)
     }
+    infos.update({n: spec.TensorInfo(np.dtype(dtype), s) for n, s in (optional or {}).items()})
     return signature_of(spec.validate(op_type, infos, attrs))
 
 
@@ -131,13 +134,18 @@ def test_model_text_never_reaches_cpp(tmp_path: Path) -> None:
 
 def test_signature_ids_round_trip() -> None:
     for op_type in spec.OPERATORS:
-        grid = (
-            [{"reduction": "mean", "beta": 1e-5}, {"reduction": "none", "beta": 0.0}]
-            if op_type == "SmoothL1LossBackward"
-            else [{"reduction": "batchmean", "log_target": 1}, {"reduction": "sum"}]
-        )
+        op = spec.operator(op_type)
+        if op_type == "SmoothL1LossBackward":
+            grid = [{"reduction": "mean", "beta": 1e-5}, {"reduction": "none", "beta": 0.0}]
+        elif op_type == "HuberLossBackward":
+            grid = [{"reduction": "mean", "delta": 0.25}, {"reduction": "sum"}]
+        elif "batchmean" in [r.value for r in op.reductions]:
+            grid = [{"reduction": "batchmean", "log_target": 1}, {"reduction": "sum"}]
+        else:
+            grid = [{"reduction": "mean"}, {"reduction": "none"}]
+        optional = {n: (3,) for n in op.optional_inputs}  # given, one per column
         for attrs in grid:
-            signature = _signature(op_type, attrs)
+            signature = _signature(op_type, attrs, optional=optional)
             module = lower_signatures([signature])
             (function,) = [f for f in module.ops if isinstance(f, func.FuncOp)]
             info = signature_info(function)

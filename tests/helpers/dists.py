@@ -60,7 +60,9 @@ class Dists:
 
 def build_dists(work: Path) -> Dists:
     """`python -m build` (the sdist, then the wheel from it) and a wheel built straight from
-    the project folder."""
+    the project folder. It runs in `work`: `-m` puts the working directory first on
+    sys.path, and in a checkout where `make demo` has written build/ that folder would be
+    imported as the `build` package."""
     project = copy_project(work / "project")
     output = []
     for out, extra in ((work / "dist", []), (work / "direct", ["--wheel"])):
@@ -68,6 +70,7 @@ def build_dists(work: Path) -> Dists:
             [sys.executable, "-m", "build", "--no-isolation", *extra, "--outdir", str(out),
              str(project)],
             capture_output=True, text=True, timeout=3000, env={**os.environ, "PIP_NO_INPUT": "1"},
+            cwd=work,
         )  # fmt: skip
         output.append(done.stdout + done.stderr)
         assert done.returncode == 0, output[-1][-6000:]

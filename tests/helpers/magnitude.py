@@ -11,6 +11,13 @@ additive term that went into it, in float64:
   (0 where log_target is 0 and t == 0: the result is selected to exactly 0 there)
 * SmoothL1LossBackward: |ge|*(1 + (|x| + |t|)/beta) where |x - t| <= beta, else |ge|
   (the quotient (x - t)/beta inherits the cancellation of x - t); |ge| for beta 0.
+* MseLossBackward:      2|ge|*(|x| + |t|)
+* HuberLossBackward:    |ge|*max(delta, |x| + |t|)
+* SoftMarginLossBackward: |ge|*|t|*(2 + |t*x|)  (sigmoid(tx) - 1 cancels near 1; the sigmoid
+  of a rounded product is off by up to |tx|/4 of its rounding)
+* BinaryCrossEntropyBackward: |ge|*|w|*(|x| + |t|)*(2 + |x|)/max(|x*(1-x)|, 1e-12)
+* BinaryCrossEntropyWithLogitsBackward: |ge|*|w|*(sig*(1 + |x|) + |t|), or with pos_weight p
+  |ge|*|w|*((|p*t| + 1 + |t|)*sig*(1 + |x|) + |p*t|), sig = sigmoid(x)
 
 with |ge| = |grad_output| * s, summed (in absolute value) over the broadcast dimensions
 the result is summed over. This is an error model for tests, not a second implementation:
@@ -35,18 +42,18 @@ def term_magnitude(
     infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}
     checked = spec.validate(op_type, infos, attrs)
     space = _static(checked.iteration_shape)
-    go, x, t = (
-        np.broadcast_to(np.asarray(inputs[n]).astype(np.float64), space) for n in spec.INPUT_NAMES
-    )
+    v = {
+        n: np.broadcast_to(np.asarray(inputs[n]).astype(np.float64), space) for n in checked.present
+    }
     s = reduction_scale(
         checked.reduction, _static(checked.shapes["self"]), _static(checked.broadcast_shape)
     )
     with np.errstate(all="ignore"):
-        ge = np.abs(go) * (1.0 if np.isinf(s) else s)
-        terms = _TERMS[checked.op.name](ge, x, t, checked.attrs)
+        v["ge"] = np.abs(v["grad_output"]) * (1.0 if np.isinf(s) else s)
+        terms = _TERMS[checked.op.name](v, checked.attrs)
         terms = np.broadcast_to(terms, space)
         result_shape = _static(checked.result_shape)
-        if not checked.op.differentiates:
+        if not checked.op.sums_result:
             return np.asarray(terms), 1
         summed = _sum_to(terms, result_shape)
     n_terms = max(1, terms.size // max(1, summed.size))
@@ -54,19 +61,22 @@ def term_magnitude(
 
 
 Terms = np.ndarray
+Values = dict[str, np.ndarray]  # the inputs given, in float64 over the space, and ge
 
 
-def _kl_div_backward(ge: Terms, x: Terms, t: Terms, attrs: Mapping[str, Any]) -> Terms:
-    return ge * (np.exp(t) if attrs["log_target"] else np.abs(t))
+def _kl_div_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    return v["ge"] * (np.exp(v["target"]) if attrs["log_target"] else np.abs(v["target"]))
 
 
-def _kl_div_target_backward(ge: Terms, x: Terms, t: Terms, attrs: Mapping[str, Any]) -> Terms:
+def _kl_div_target_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    ge, x, t = v["ge"], v["self"], v["target"]
     if attrs["log_target"]:
         return ge * np.exp(t) * (np.abs(t) + 1.0 + np.abs(x))
     return np.where(t == 0, 0.0, ge * (np.abs(np.log(t)) + 1.0 + np.abs(x)))
 
 
-def _smooth_l1_loss_backward(ge: Terms, x: Terms, t: Terms, attrs: Mapping[str, Any]) -> Terms:
+def _smooth_l1_loss_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    ge, x, t = v["ge"], v["self"], v["target"]
     beta = float(attrs["beta"])
     if beta == 0.0:
         return ge
@@ -74,10 +84,51 @@ def _smooth_l1_loss_backward(ge: Terms, x: Terms, t: Terms, attrs: Mapping[str, 
     return np.where(unclamped, ge * (1.0 + (np.abs(x) + np.abs(t)) / beta), ge)
 
 
+def _mse_loss_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    return 2.0 * v["ge"] * (np.abs(v["self"]) + np.abs(v["target"]))
+
+
+def _huber_loss_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    inside = np.abs(v["self"]) + np.abs(v["target"])
+    return v["ge"] * np.maximum(float(attrs["delta"]), inside)
+
+
+def _soft_margin_loss_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    t = np.abs(v["target"])
+    return v["ge"] * t * (2.0 + t * np.abs(v["self"]))
+
+
+def _weight(v: Values) -> Terms:
+    return np.abs(v["weight"]) if "weight" in v else 1.0
+
+
+def _binary_cross_entropy_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    x, t = v["self"], v["target"]
+    den = np.maximum(np.abs(x * (1.0 - x)), 1e-12)
+    return v["ge"] * _weight(v) * (np.abs(x) + np.abs(t)) * (2.0 + np.abs(x)) / den
+
+
+def _binary_cross_entropy_with_logits_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    x, t = v["self"], np.abs(v["target"])
+    # sigmoid's rounding error grows with |x|; at x = +-inf sigmoid is exactly 1 or 0
+    sig = 1.0 / (1.0 + np.exp(-x)) * (1.0 + np.where(np.isinf(x), 0.0, np.abs(x)))
+    if "pos_weight" in v:
+        pt = np.abs(v["pos_weight"]) * t
+        return v["ge"] * _weight(v) * ((pt + 1.0 + t) * sig + pt)
+    return v["ge"] * _weight(v) * (sig + t)
+
+
 _TERMS = {
     spec.KL_DIV_BACKWARD.name: _kl_div_backward,
     spec.KL_DIV_TARGET_BACKWARD.name: _kl_div_target_backward,
     spec.SMOOTH_L1_LOSS_BACKWARD.name: _smooth_l1_loss_backward,
+    spec.MSE_LOSS_BACKWARD.name: _mse_loss_backward,
+    spec.HUBER_LOSS_BACKWARD.name: _huber_loss_backward,
+    spec.SOFT_MARGIN_LOSS_BACKWARD.name: _soft_margin_loss_backward,
+    spec.BINARY_CROSS_ENTROPY_BACKWARD.name: _binary_cross_entropy_backward,
+    spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name: (
+        _binary_cross_entropy_with_logits_backward
+    ),
 }
 
 

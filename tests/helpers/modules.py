@@ -23,16 +23,17 @@ def signature_shape(shape: tuple[int, ...], iteration: tuple[int, ...]) -> list[
 
 
 def case_function(case: Case, *, dynamic: bool, name: str = "f") -> func.FuncOp:
-    """`func.func @name(grad_output, self, target)` returning the op's result, lossgrad level."""
+    """`func.func @name(grad_output, self, target, <optional inputs given>)` returning the
+    op's result, lossgrad level."""
     iteration = tuple(case.checked.iteration_shape)  # type: ignore[arg-type]
     types = []
-    for input_name in spec.INPUT_NAMES:
+    for input_name in case.checked.present:
         array = case.inputs[input_name]
         shape = signature_shape(array.shape, iteration) if dynamic else list(array.shape)
         types.append(TensorType(MLIR_FLOAT_TYPES[spec.float_type(array.dtype).mlir], shape))
     block = Block(arg_types=types)
     attrs = spec.check_attributes(spec.operator(case.op_type), case.attrs)
-    op = make_op(case.op_type, block.args[0], block.args[1], block.args[2], attrs)
+    op = make_op(case.op_type, dict(zip(case.checked.present, block.args, strict=True)), attrs)
     block.add_ops([op, func.ReturnOp(op.result)])
     return func.FuncOp(name, (types, [op.result.type]), Region(block))
 

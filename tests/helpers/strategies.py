@@ -1,8 +1,9 @@
-"""Hypothesis strategies for valid calls of the three operators.
+"""Hypothesis strategies for valid calls of the operators.
 
 `calls()` draws an op, a broadcast pattern (shapes derived from a common B by dropping
 leading axes and turning sizes into 1, including size-0 axes), a grad_output shape the op
-accepts, attributes, element types and a seed for the values. Values come from numpy
+accepts, which optional inputs are given (and shapes for them), attributes, element types
+and a seed for the values. Values come from numpy
 generators (helpers.cases.random_array), not from hypothesis: the search explores
 structure, and the data stays in the ranges the tolerances are made for.
 """
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from lossgrad_compiler import spec
 
-from .cases import BETAS, DTYPES, OP_TYPES, Case, make_case
+from .cases import DTYPES, FLOAT_SAMPLES, OP_TYPES, Case, fits, make_case
 
 Shape = tuple[int, ...]
 
@@ -45,12 +46,19 @@ def shape_broadcasting_to(draw: st.DrawFn, b: Shape) -> Shape:
 
 
 def attributes(op_type: str) -> st.SearchStrategy[dict[str, Any]]:
-    op = spec.operator(op_type)
-    reductions = st.sampled_from([r.value for r in op.reductions])
-    if op is spec.SMOOTH_L1_LOSS_BACKWARD:
-        betas = st.one_of(st.sampled_from(BETAS), st.floats(0.0, 10.0))
-        return st.fixed_dictionaries({"reduction": reductions, "beta": betas})
-    return st.fixed_dictionaries({"reduction": reductions, "log_target": st.sampled_from([0, 1])})
+    """Every attribute of the op: a choice, or for a FLOAT one its samples and any value of
+    its valid range up to 10."""
+    strategies: dict[str, st.SearchStrategy[Any]] = {}
+    for a in spec.operator(op_type).attributes:
+        if a.choices is not None:
+            strategies[a.name] = st.sampled_from(list(a.choices))
+            continue
+        low = a.minimum if a.minimum is not None else -10.0
+        # beta as before; a new FLOAT attribute as a float32, which an ONNX node holds
+        width = 64 if a.name == "beta" else 32
+        values = st.floats(low, 10.0, exclude_min=a.exclusive, width=width)
+        strategies[a.name] = st.one_of(st.sampled_from(FLOAT_SAMPLES[a.name]), values)
+    return st.fixed_dictionaries(strategies)
 
 
 @st.composite
@@ -65,9 +73,16 @@ def calls(
     op_type = draw(st.sampled_from(list(ops)))
     b = draw(broadcast_shapes())
     self_shape = draw(shape_broadcasting_to(b))
+    if fits(op_type, "target"):  # B is self: the target fits into it
+        b = self_shape
     target_shape = draw(shape_broadcasting_to(b))
     b = tuple(np.broadcast_shapes(self_shape, target_shape))
     go_shape = draw(shape_broadcasting_to(b))
+    optional = {
+        name: draw(shape_broadcasting_to(b))
+        for name in spec.operator(op_type).optional_inputs
+        if draw(st.booleans())
+    }
     if spec.operator(op_type).grad_output_may_enlarge and len(b) < spec.MAX_RANK:
         extra = draw(st.lists(st.integers(1, 3), max_size=min(2, spec.MAX_RANK - len(b))))
         go_shape = (*extra, *b) if extra and len(go_shape) == len(b) else go_shape
@@ -76,11 +91,19 @@ def calls(
         attrs["reduction"] = draw(
             st.sampled_from([r for r in reductions if r in _reductions(op_type)])
         )
-    types = tuple(draw(st.sampled_from(list(dtypes))) for _ in range(3))
+    types = tuple(draw(st.sampled_from(list(dtypes))) for _ in range(3 + len(optional)))
     seed = draw(st.integers(0, 2**32 - 1))
     fraction = draw(st.sampled_from(list(specials)))
     return make_case(
-        op_type, attrs, self_shape, target_shape, go_shape, types, seed=seed, specials=fraction
+        op_type,
+        attrs,
+        self_shape,
+        target_shape,
+        go_shape,
+        types,
+        seed=seed,
+        specials=fraction,
+        optional=optional,
     )
 
 

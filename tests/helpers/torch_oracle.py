@@ -17,6 +17,14 @@ as docs/operators.md prescribes: half types are computed in float32) and returns
   when grad_output has the loss's shape it is passed to autograd directly.
   `smooth_l1_aten` calls that aten op; it differs from F.smooth_l1_loss for beta == 0
   (see DEVIATIONS).
+* MseLossBackward, HuberLossBackward, SoftMarginLossBackward: as SmoothL1LossBackward, with
+  F.mse_loss, F.huber_loss(delta) and F.soft_margin_loss (`elementwise_autograd`).
+* BinaryCrossEntropyBackward: the gradient of `F.binary_cross_entropy(self, target, weight)`
+  with respect to self, target and weight expanded to self's shape; where self or target
+  is not in [0, 1] (the forward refuses it) aten.binary_cross_entropy_backward, the
+  backward autograd calls, which has no such check (`bce_autograd`).
+* BinaryCrossEntropyWithLogitsBackward: the gradient of
+  `F.binary_cross_entropy_with_logits(self, target, weight, pos_weight)` (`bce_autograd`).
 
 DEVIATIONS lists where torch and docs/operators.md differ on purpose; `without_deviations` replaces
 the input values that trigger them, so the random comparisons (`assert_matches_torch`)
@@ -71,6 +79,11 @@ DEVIATIONS: dict[str, str] = {
         "the contract and F.smooth_l1_loss (l1_loss for beta 0) give ge*sgn(d) with sgn(0) = "
         "sgn(NaN) = 0"
     ),
+    "soft_margin_infinite_product": (
+        "SoftMarginLossBackward, target*self = -inf: torch's kernel computes "
+        "-t*e/(1+e) with e = exp(-t*self), which is inf/inf = NaN; the contract follows "
+        "PyTorch's decomposition, t*g*(sigmoid(t*self) - 1), whose sigmoid takes its limit"
+    ),
 }
 
 
@@ -80,6 +93,10 @@ def oracle(op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, A
     checked = _checked(op_type, inputs, attrs)
     if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:
         values = smooth_l1_autograd(inputs, attrs)
+    elif checked.op.name in ELEMENTWISE_LOSSES:
+        values = elementwise_autograd(op_type, inputs, attrs)
+    elif checked.op.name in BCE_LOSSES:
+        values = bce_autograd(op_type, inputs, attrs)
     else:
         values = kl_autograd(op_type, inputs, attrs)
     with np.errstate(all="ignore"):
@@ -128,6 +145,90 @@ def smooth_l1_autograd(inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any
     return (go * per_element).expand(space).numpy()
 
 
+ELEMENTWISE_LOSSES: dict[str, Any] = {
+    spec.MSE_LOSS_BACKWARD.name: lambda x, t, r, a: F.mse_loss(x, t, reduction=r),
+    spec.HUBER_LOSS_BACKWARD.name: lambda x, t, r, a: F.huber_loss(
+        x, t, reduction=r, delta=a["delta"]
+    ),
+    spec.SOFT_MARGIN_LOSS_BACKWARD.name: lambda x, t, r, a: F.soft_margin_loss(x, t, reduction=r),
+}
+"""The PyTorch loss of each operator whose result is broadcast(grad_output, self, target)."""
+
+
+def elementwise_autograd(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> np.ndarray:
+    """An op-level result like SmoothL1LossBackward's, from the loss's autograd, in C."""
+    checked = _checked(op_type, inputs, attrs)
+    go, x, t = _leaves(checked, inputs)
+    b = _shape(checked.broadcast_shape)
+    space = _shape(checked.iteration_shape)
+    reduction = checked.attrs["reduction"]
+    x_b = x.detach().expand(b).clone().requires_grad_(True)
+    t_b = t.detach().expand(b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = ELEMENTWISE_LOSSES[op_type](x_b, t_b, reduction, checked.attrs)
+    if space == b and (reduction == "none" or go.numel() == 1):
+        grad_outputs = go.expand(b) if reduction == "none" else go.reshape(())
+        return _grad(loss, x_b, grad_outputs)
+    unit = torch.ones(loss.shape, dtype=go.dtype)
+    per_element = torch.from_numpy(_grad(loss, x_b, unit))
+    return (go * per_element).expand(space).numpy()
+
+
+BCE_LOSSES = (
+    spec.BINARY_CROSS_ENTROPY_BACKWARD.name,
+    spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name,
+)
+
+
+def bce_autograd(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> np.ndarray:
+    """The binary cross entropies' gradient with respect to self (self's shape), in C; the
+    other inputs are expanded to self's shape, which they fit into."""
+    checked = _checked(op_type, inputs, attrs)
+    c = _TORCH_DTYPES[checked.compute.dtype]
+    shape = _shape(checked.shapes["self"])
+    x = _tensor(inputs["self"], c).requires_grad_(True)
+    go, t = (_tensor(inputs[n], c).expand(shape) for n in ("grad_output", "target"))
+    w, p = (_tensor(inputs[n], c).expand(shape) if n in inputs and inputs[n] is not None else None
+            for n in ("weight", "pos_weight"))  # fmt: skip
+    reduction = checked.attrs["reduction"]
+    if op_type == spec.BINARY_CROSS_ENTROPY_BACKWARD.name:
+        wide = np.asarray(inputs["self"]).astype(np.float64)
+        label = np.asarray(inputs["target"]).astype(np.float64)
+        inside = np.all((wide >= 0) & (wide <= 1)) and np.all((label >= 0) & (label <= 1))
+        if not inside:  # the forward refuses such a self or target
+            with torch.no_grad():
+                code = checked.reduction.aclnn_code
+                raw_go = _tensor(inputs["grad_output"], c)
+                out = torch.ops.aten.binary_cross_entropy_backward(raw_go, x, t, w, code)
+            return out.expand(shape).numpy()
+
+        def loss_of(reduce: str) -> torch.Tensor:
+            return F.binary_cross_entropy(x, t, weight=w, reduction=reduce)
+    else:
+
+        def loss_of(reduce: str) -> torch.Tensor:
+            return F.binary_cross_entropy_with_logits(
+                x, t, weight=w, pos_weight=p, reduction=reduce
+            )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw_go = _tensor(inputs["grad_output"], c)
+        if reduction == "none" or raw_go.numel() == 1:
+            loss = loss_of(reduction)
+            grad_outputs = go if reduction == "none" else raw_go.reshape(())
+        else:
+            weighted = loss_of("none") * go
+            loss = weighted.mean() if reduction == "mean" else weighted.sum()
+            grad_outputs = torch.ones((), dtype=c)
+    return _grad(loss, x, grad_outputs)
+
+
 def smooth_l1_autograd_wrt_self(
     inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
 ) -> np.ndarray:
@@ -172,6 +273,7 @@ def torch_native(
     checked = _checked(op_type, inputs, attrs)
     dtype = _TORCH_DTYPES[np.dtype(inputs["self"].dtype)]
     go, x, t = (_tensor(inputs[n], dtype) for n in spec.INPUT_NAMES)
+    w, p = (_tensor(inputs[n], dtype) if n in inputs else None for n in ("weight", "pos_weight"))
     x.requires_grad_(True)
     t.requires_grad_(True)
     reduction = checked.attrs["reduction"]
@@ -179,6 +281,14 @@ def torch_native(
         warnings.simplefilter("ignore")
         if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:
             loss = F.smooth_l1_loss(x, t, reduction=reduction, beta=checked.attrs["beta"])
+        elif checked.op.name in ELEMENTWISE_LOSSES:
+            loss = ELEMENTWISE_LOSSES[checked.op.name](x, t, reduction, checked.attrs)
+        elif checked.op is spec.BINARY_CROSS_ENTROPY_BACKWARD:
+            loss = F.binary_cross_entropy(x, t, weight=w, reduction=reduction)
+        elif checked.op is spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD:
+            loss = F.binary_cross_entropy_with_logits(
+                x, t, weight=w, pos_weight=p, reduction=reduction
+            )
         else:
             loss = F.kl_div(x, t, reduction=reduction, log_target=bool(checked.attrs["log_target"]))
     wrt = t if checked.op is spec.KL_DIV_TARGET_BACKWARD else x
@@ -196,13 +306,20 @@ def without_deviations(
     KlDivTargetBackward: grad_output +-inf -> +-2; with log_target 0, target 0 -> 0.5 and
     +inf -> 2; with an empty B, every target that is not finite and positive -> 1.
     SmoothL1LossBackward: a beta > 0 that rounds to 0 in the compute type is given to torch
-    as 0 (the reference takes the beta == 0 form for it, as level2.md says)."""
+    as 0 (the reference takes the beta == 0 form for it, as level2.md says).
+    SoftMarginLossBackward: an infinite self or target -> +-2."""
     out = {n: np.array(a, copy=True) for n, a in inputs.items()}
     checked = _checked(op_type, inputs, attrs)
     torch_attrs = dict(checked.attrs)
     if checked.op is spec.SMOOTH_L1_LOSS_BACKWARD:
         if checked.compute.numpy(torch_attrs["beta"]) == 0:
             torch_attrs["beta"] = 0.0
+        return out, torch_attrs
+    if checked.op is spec.SOFT_MARGIN_LOSS_BACKWARD:
+        for name in ("self", "target"):
+            wide = out[name].astype(np.float64)
+            infinite = np.isinf(wide)
+            out[name][infinite] = np.copysign(2.0, wide[infinite])
         return out, torch_attrs
     if checked.op is not spec.KL_DIV_TARGET_BACKWARD:
         return out, torch_attrs
@@ -248,7 +365,7 @@ def _leaves(
     checked: spec.CheckedCall, inputs: Mapping[str, np.ndarray]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """grad_output, self and target as torch tensors in C; self and target require grad."""
-    c = _TORCH_DTYPES[checked.compute.dtype]
+    c = _TORCH_DTYPES[checked.compute.dtype]  # the optional inputs: bce_autograd
     go, x, t = (_tensor(inputs[n], c) for n in spec.INPUT_NAMES)
     return go, x.requires_grad_(True), t.requires_grad_(True)
 

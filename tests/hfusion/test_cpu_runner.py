@@ -4,7 +4,8 @@ lowering (lossgrad_compiler/backends/ascendnpu_ir/cpu_runner.py), against refere
 * Every elementwise signature class (no sum over broadcast dimensions) in f16, bf16, f32 and
   mixed half types, every broadcast pattern (ranks 0-8, empty dimensions), as the dynamic
   signature: the scheduled kernel matches the reference with the native kernels'
-  tolerance, bit for bit in f16/bf16.
+  tolerance, bit for bit in f16/bf16. By default each operator takes one of the two mixed
+  type groups, in turn; LOSSGRAD_FULL_MATRIX=1 runs both.
 * Sums (KL results smaller than B), with a half-type or a float32 result: the scheduled
   kernel matches too.
 * AscendNPU IR 1.2.0's reduction schedule (fusion kind ANY_PBR), given a sum returned
@@ -32,7 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.[ascend]'")
 pytest.importorskip("llvmlite", reason="needs llvmlite: pip install -e '.[ascend]'")
 
-from lossgrad_compiler import cli, level2, reference, spec
+from lossgrad_compiler import cli, level2, reference
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget, hfusion_module
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import (
@@ -51,7 +52,7 @@ from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime import ascendnpu_ir as runner
 from lossgrad_compiler.runtime.ascendnpu_ir import RunnerLibrary
 from lossgrad_compiler.runtime.calls import checked_call
-from tests.helpers.cases import OP_TYPES, Case, make_case, standard_cases
+from tests.helpers.cases import OP_TYPES, Case, full_matrix, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches, bits
 from tests.hfusion import F16, F32
 from tests.hfusion import TYPE_GROUPS as HFUSION_TYPES
@@ -83,8 +84,19 @@ def check(cases: list[Case], *, schedule: bool = True, exact: bool = False) -> N
             assert (bits(got) == bits(wanted)).all(), f"{case.label}: not bit-identical"
 
 
-@pytest.mark.parametrize("dtype", TYPES)
-@pytest.mark.parametrize("op_type", OP_TYPES)
+def _elementwise_types() -> list[tuple[str, str]]:
+    """Every operator with every type group under LOSSGRAD_FULL_MATRIX=1; by default with
+    float32, float16, bfloat16 and one of the two mixed groups, in turn."""
+    mixed = ("mixed_half", "mixed_narrow")
+    return [
+        (op, dtype)
+        for i, op in enumerate(OP_TYPES)
+        for dtype in TYPES
+        if full_matrix() or dtype not in mixed or dtype == mixed[i % len(mixed)]
+    ]
+
+
+@pytest.mark.parametrize(("op_type", "dtype"), _elementwise_types())
 def test_elementwise_kernels_match_the_reference(op_type: str, dtype: str) -> None:
     cases = [c for c in standard_cases(op_type, TYPES[dtype], seed=6) if not sums(c)]
     assert cases
@@ -173,7 +185,7 @@ def run_module(module: ModuleOp, case: Case | runner.Call, folder: Path) -> np.n
     build_library(llvm_ir(str(with_runner_entry(module)), AscendNpuIrTarget()), path)
     checked, arrays = checked_call(runner.Call(case.op_type, case.inputs, case.attrs))
     result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
-    return RunnerLibrary(path).run(name, [arrays[n] for n in spec.INPUT_NAMES], result)
+    return RunnerLibrary(path).run(name, [arrays[n] for n in checked.present], result)
 
 
 def test_float32_sums_reduce_into_a_filled_buffer() -> None:

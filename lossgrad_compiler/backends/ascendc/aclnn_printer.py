@@ -27,8 +27,10 @@ def _camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
-CAMEL = {name: _camel(name) for name in spec.INPUT_NAMES}
-"""The aclnn parameter name of each input: grad_output → gradOutput."""
+def param_name(op: spec.OperatorSpec, name: str) -> str:
+    """The aclnn parameter of an input, as CANN names it: gradOutput, self, target,
+    weightOptional, posWeightOptional (spec's InputSpec.aclnn)."""
+    return op.input(name).aclnn or _camel(name)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def _attr_params(op: spec.OperatorSpec) -> list[tuple[str, str, str]]:
 
 
 def signature_params(op: spec.OperatorSpec) -> str:
-    ins = [f"const aclTensor* {CAMEL[n]}" for n in spec.INPUT_NAMES]
+    ins = [f"const aclTensor* {param_name(op, n)}" for n in op.input_names]
     attrs = [f"{t} {n}" for t, n, _ in _attr_params(op)]
     return ", ".join([*ins, *attrs, "aclTensor* out", "uint64_t* workspaceSize",
                       "aclOpExecutor** executor"])  # fmt: skip
@@ -120,17 +122,35 @@ def _attribute_checks(op: spec.OperatorSpec) -> list[str]:
 
 
 def _signature_checks(graph: HostGraph, info: SignatureInfo) -> list[str]:
-    """The call must be the compiled signature: types, ranks, broadcast pattern, attributes."""
+    """The call must be the compiled signature: the optional inputs given, types, ranks,
+    broadcast pattern, attributes."""
     lines = []
-    for i, (name, t) in enumerate(zip(spec.INPUT_NAMES, info.types, strict=True)):
-        var = CAMEL[name]
+    for k, name in enumerate(info.op.input_names):
+        var = param_name(info.op, name)
+        t = info.type_of(name)
+        if t is None:
+            lines += [
+                f"if ({var} != nullptr) {{",
+                f'    return Fail(op, "{name}", "the Ascend C kernel was compiled without '
+                f'{name}; got a tensor");',
+                "}",
+            ]
+            continue
+        if info.op.input(name).optional:  # compiled with it: a null one is another call
+            lines += [
+                f"if ({var} == nullptr) {{",
+                f'    return Fail(op, "{name}", "the Ascend C kernel was compiled with '
+                f'{name}; got null");',
+                "}",
+            ]
+        i = info.inputs.index(name)
         dims = ", ".join(
             str(e.position) if isinstance(e, AffineDimExpr) else "-1" for e in graph.maps[i].results
         )
         lines += [
             f'CHECK_OK(CheckCompiledType(op, "{name}", static_cast<int>({var}->GetDataType()), '
             f"{ACL_DTYPES[t.name]}));",
-            f'CHECK_OK(CheckCompiledPattern(op, "{name}", shapes.inputs[{i}], iter, {{{dims}}}));',
+            f'CHECK_OK(CheckCompiledPattern(op, "{name}", shapes.inputs[{k}], iter, {{{dims}}}));',
         ]
     for ctype, param, attr in _attr_params(info.op):
         value = info.attrs[attr]
@@ -166,8 +186,8 @@ def _result_dims(graph: HostGraph) -> str:
 def _graph_steps(graph: HostGraph, info: SignatureInfo) -> list[str]:
     lines = []
     names = []
-    for i, name in enumerate(spec.INPUT_NAMES):
-        var = CAMEL[name]
+    for i, name in enumerate(info.inputs):
+        var = param_name(info.op, name)
         c = f"{var}C"
         lines.append(f"const aclTensor* {c} = l0op::Contiguous({var}, exec);")
         if graph.broadcast[i]:
@@ -198,6 +218,24 @@ def _graph_steps(graph: HostGraph, info: SignatureInfo) -> list[str]:
     return lines
 
 
+def _check_inputs(op: spec.OperatorSpec) -> list[str]:
+    """The operator's checks of its inputs (lossgrad_checks.h's CheckInputs)."""
+    arguments = ", ".join(param_name(op, n) for n in op.input_names)
+    checks = f"{check_present_name(op)}, {check_shapes_name(op)}"
+    if len(op.inputs) == len(spec.INPUT_NAMES):
+        return [
+            "CallShapes shapes;",
+            f"CHECK_OK(CheckInputs(op, {checks}, {arguments}, &shapes));",
+        ]
+    n = len(op.inputs)
+    names = ", ".join(cxx_string_literal(name) for name in op.input_names)
+    return [
+        f"static const char* const kInputNames[{n}] = {{{names}}};",
+        f"CallShapes{n} shapes;",
+        f"CHECK_OK(CheckInputs(op, {checks}, kInputNames, {arguments}, &shapes));",
+    ]
+
+
 def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
     op = info.op
     attr_params = _attr_params(op)
@@ -211,7 +249,7 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
             l0_attrs.append(f"static_cast<float>({param})")
     l0_params = ", ".join(
         [
-            *(f"const aclTensor* {CAMEL[n]}" for n in spec.INPUT_NAMES),
+            *(f"const aclTensor* {param_name(op, n)}" for n in info.inputs),
             *(f"{t} {p}" for t, p, _ in attr_params),
             "const op::Shape& iter",
             "aclOpExecutor* executor",
@@ -228,9 +266,7 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         "if (executor == nullptr) {",
         '    return Fail(op, "executor", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",
-        "CallShapes shapes;",
-        f"CHECK_OK(CheckInputs(op, {check_present_name(op)}, {check_shapes_name(op)}, "
-        "gradOutput, self, target, &shapes));",
+        *_check_inputs(op),
         "if (out == nullptr) {",
         '    return Fail(op, "out", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",
@@ -316,7 +352,7 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         "{",
         f"    aclTensor* y = executor->AllocTensor(iter, {op_dtype(graph.kernel_out_type)});",
         f"    const aclnnStatus ret = ADD_TO_LAUNCHER_LIST_AICORE({info.op_type}, "
-        f"OP_INPUT({', '.join(CAMEL[n] for n in spec.INPUT_NAMES)}), OP_OUTPUT(y), "
+        f"OP_INPUT({', '.join(param_name(op, n) for n in info.inputs)}), OP_OUTPUT(y), "
         f"OP_ATTR({', '.join(l0_attrs)}));",
         "    return ret == ACLNN_SUCCESS ? y : nullptr;",
         "}",
@@ -339,4 +375,10 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ACL_DTYPES", "print_aclnn_header", "print_aclnn_source", "signature_params"]
+__all__ = [
+    "ACL_DTYPES",
+    "param_name",
+    "print_aclnn_header",
+    "print_aclnn_source",
+    "signature_params",
+]

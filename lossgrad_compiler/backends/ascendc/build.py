@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.aclnn_printer import AclnnAttribute, attribute_params
 from lossgrad_compiler.backends.ascendc.project import Project, write_atomic
 from lossgrad_compiler.backends.build_cache import (
@@ -87,7 +86,7 @@ def _call_function(index: int, project: Project) -> str:
     """The runner's call of one signature's aclnn API: the case's inputs, then its attribute
     values in the order of the operator's attribute table (aclnn_printer.attribute_params)."""
     info = project.info
-    inputs = [f"c.input({k})" for k in range(len(spec.INPUT_NAMES))]
+    inputs = [f"c.input({k})" for k in range(len(info.op.inputs))]
     attributes = [_attribute_argument(k, p) for k, p in enumerate(attribute_params(info.op))]
     arguments = ", ".join([*inputs, *attributes, "c.output()"])
     return f"""static aclnnStatus Call{index}(lossgrad_emu::Case& c)
@@ -131,9 +130,11 @@ def kernels_source(projects: Sequence[Project]) -> str:
 def glue_source(projects: Sequence[Project]) -> str:
     """The runner's main file: each project's op_host and op_api, one call per signature."""
     includes, declarations, calls, cases, registrations = [], [], [], [], []
-    params = ", ".join(["GM_ADDR"] * (len(spec.INPUT_NAMES) + 3))
-    args = ", ".join(f"a[{k}]" for k in range(len(spec.INPUT_NAMES) + 3))
     for k, project in enumerate(projects):
+        # the kernel entry: a GM address per input given, the output, workspace, tiling
+        count = len(project.info.inputs) + 3
+        params = ", ".join(["GM_ADDR"] * count)
+        args = ", ".join(f"a[{j}]" for j in range(count))
         name = project.info.kernel_name
         includes += [
             f'#include "p{k}/op_host/{name}.cpp"',

@@ -31,7 +31,11 @@ def _format_expression(code: int) -> str:
     )
 
 
-def print_checks_header() -> str:
+def print_checks_header(op: spec.OperatorSpec | None = None) -> str:
+    """The header of a project (of `op`): the checks every operator shares, and for an
+    operator with more inputs than grad_output, self and target, CheckInputs for its inputs
+    (an optional one may be null: absent), under a guard of its own so that projects of
+    several operators compile together."""
     allowed = ", ".join(t.name for t in spec.FLOAT_TYPES)
     floats = [ACL_DTYPES[t.name] for t in spec.FLOAT_TYPES]
     cases = "\n".join(
@@ -49,4 +53,61 @@ def print_checks_header() -> str:
     text = TEMPLATE.read_text()
     for key, value in values.items():
         text = text.replace(key, value)
+    if op is not None and len(op.inputs) > len(spec.INPUT_NAMES):
+        text += _more_inputs(len(op.inputs))
     return text
+
+
+def _more_inputs(n: int) -> str:
+    """CheckInputs of an operator with `n` inputs, those after the first three optional."""
+    params = ", ".join(f"const aclTensor* input{k}" for k in range(n))
+    args = ", ".join(f"input{k}" for k in range(n))
+    present = ", ".join(f"input{k} != nullptr" for k in range(n))
+    return f"""
+#ifndef LOSSGRAD_CHECKS_{n}_H
+#define LOSSGRAD_CHECKS_{n}_H
+
+namespace lossgrad_checks {{
+
+// An operator of {n} inputs: after grad_output, self and target, optional ones (null: absent).
+using PresentCheck{n} = lossgrad_shapes::Failure (*)(const bool present[{n}]);
+using ShapeCheck{n} = lossgrad_shapes::Failure (*)(const std::vector<int64_t>* const dims[{n}],
+                                                    Dims* b, Dims* iter);
+
+struct CallShapes{n} {{
+    Dims inputs[{n}];
+    Dims b;
+    Dims iter;
+}};
+
+// The checks of the {n} inputs in spec.validate's order: null (of a required input), element
+// type, rank, broadcast; `names` are the operator's input names.
+inline aclnnStatus CheckInputs(const std::string& op, PresentCheck{n} check_present,
+                               ShapeCheck{n} check_shapes,
+                               const char* const (&names)[{n}], {params},
+                               CallShapes{n}* shapes)
+{{
+    const aclTensor* inputs[{n}] = {{{args}}};
+    const bool present[{n}] = {{{present}}};
+    lossgrad_shapes::Failure failure = check_present(present);
+    if (failure.code != 0) return FailWith(failure);
+    for (int k = 0; k < {n}; ++k) {{
+        if (inputs[k] == nullptr) continue;  // an absent optional input
+        const int dtype = static_cast<int>(inputs[k]->GetDataType());
+        const aclnnStatus status = CheckElementType(op, names[k], dtype);
+        if (status != ACLNN_SUCCESS) return status;
+    }}
+    const std::vector<int64_t>* dims[{n}];
+    for (int k = 0; k < {n}; ++k) {{
+        shapes->inputs[k] = inputs[k] ? inputs[k]->GetViewShape().dims() : Dims{{}};
+        dims[k] = inputs[k] ? &shapes->inputs[k] : nullptr;
+    }}
+    failure = check_shapes(dims, &shapes->b, &shapes->iter);
+    if (failure.code != 0) return FailWith(failure);
+    return ACLNN_SUCCESS;
+}}
+
+}}  // namespace lossgrad_checks
+
+#endif  // LOSSGRAD_CHECKS_{n}_H
+"""

@@ -289,8 +289,14 @@ def raw_case(
     compiled: CompiledSignature,
     cores: int | None,
 ) -> RawCase:
+    absent = [k for k, n in enumerate(checked.op.input_names) if n not in checked.present]
     return RawCase(
-        inputs=[arrays[n] for n in spec.INPUT_NAMES],
+        # an absent optional input is passed as null (the runner's flag), its array a stand-in
+        inputs=[
+            arrays[n] if n in checked.present else np.zeros((), np.float32)
+            for n in checked.op.input_names
+        ],
+        flags=sum(flag_null_input(k) for k in absent),
         out_dtype=checked.result_type.dtype,
         out_shape=tuple(int(d) for d in checked.result_shape or ()),
         attributes=aclnn_attributes(checked.op, checked.attrs),

@@ -161,14 +161,14 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
         f"static ge::graphStatus InferShape{suffix}(gert::InferShapeContext* context)",
         "{",
         "    size_t rank = 0;",
-        f"    for (size_t i = 0; i < {len(spec.INPUT_NAMES)}; ++i) {{",
+        f"    for (size_t i = 0; i < {len(info.inputs)}; ++i) {{",
         "        rank = std::max(rank, context->GetInputShape(i)->GetDimNum());",
         "    }",
         "    gert::Shape* out = context->GetOutputShape(0);",
         "    out->SetDimNum(rank);",
         "    for (size_t axis = 0; axis < rank; ++axis) {",
         "        int64_t size = 1;",
-        f"        for (size_t i = 0; i < {len(spec.INPUT_NAMES)}; ++i) {{",
+        f"        for (size_t i = 0; i < {len(info.inputs)}; ++i) {{",
         "            const gert::Shape* in = context->GetInputShape(i);",
         "            const size_t lead = rank - in->GetDimNum();",
         "            if (axis >= lead && in->GetDim(axis - lead) != 1) {",
@@ -195,7 +195,7 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
         f"    explicit {info.op_type}(const char* name) : OpDef(name)",
         "    {",
     ]
-    for name, t in zip(spec.INPUT_NAMES, info.types, strict=True):
+    for name, t in zip(info.inputs, info.types, strict=True):
         lines.append(
             f'        this->Input("{name}").ParamType(REQUIRED).DataType({{{ge_dtype(t)}}})'
             ".Format({ge::FORMAT_ND});"

@@ -16,7 +16,6 @@ from pathlib import Path
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
-from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc import EXECUTABLE_FILES, aclnn_printer, project_files
 from lossgrad_compiler.backends.ascendc.checks_printer import print_checks_header
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, host_graph
@@ -63,7 +62,7 @@ def kernel_names(info: SignatureInfo) -> KernelNames:
         class_name=f"Kernel{info.op_type}",
         tiling_struct=info.tiling_struct,
         tiling_header=f"{info.kernel_name}_tiling.h",
-        params=(*spec.INPUT_NAMES, info.op.output),
+        params=(*info.inputs, info.op.output),
     )
 
 
@@ -84,7 +83,7 @@ def print_projects(lowered: ModuleOp, soc: str = DEFAULT_SOC) -> list[Project]:
             f"op_host/{name}.cpp": print_op_host(graph, info, soc),
             f"op_api/aclnn_{name}.h": aclnn_printer.print_aclnn_header(info),
             f"op_api/aclnn_{name}.cpp": aclnn_printer.print_aclnn_source(graph, info),
-            "op_api/lossgrad_checks.h": print_checks_header(),
+            "op_api/lossgrad_checks.h": print_checks_header(info.op),
             "op_api/lossgrad_shapes.h": lossgrad_shapes_header(),
             f"framework/onnx_plugin/{name}_onnx_plugin.cc": project_files.onnx_plugin(info),
             **project_files.cmake_lists(info, soc),

@@ -35,7 +35,7 @@ def msopgen_json(graph: HostGraph, info: SignatureInfo) -> str:
         "op": info.op_type,
         "input_desc": [
             {"name": n, "param_type": "required", "format": ["ND"], "type": [_JSON_TYPES[t.name]]}
-            for n, t in zip(spec.INPUT_NAMES, info.types, strict=True)
+            for n, t in zip(info.inputs, info.types, strict=True)
         ],
         "output_desc": [
             {
@@ -146,7 +146,7 @@ cmake --build build_out --target package
 def onnx_plugin(info: SignatureInfo) -> str:
     """Map `ai.lossgrad::<version>::<Op>` to this OpType, copying the attributes."""
     op = info.op
-    origin = f"{spec.DOMAIN}::{spec.OPSET_VERSION}::{op.name}"
+    origin = f"{spec.DOMAIN}::{op.since_version}::{op.name}"
     copies = []
     for a in op.attributes:
         if a.kind is spec.AttrKind.STRING:

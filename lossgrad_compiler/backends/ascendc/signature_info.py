@@ -29,7 +29,12 @@ class SignatureInfo:
     function: str  # the level-2 function's name (the signature id): print only `project`
     op: spec.OperatorSpec
     attrs: dict[str, Any]  # every attribute, spec order, checked values
-    types: tuple[spec.FloatType, spec.FloatType, spec.FloatType]
+    types: tuple[spec.FloatType, ...]  # of the inputs given, in the operator's order
+    inputs: tuple[str, ...] = spec.INPUT_NAMES  # the inputs given (the function's arguments)
+
+    def type_of(self, name: str) -> spec.FloatType | None:
+        """The element type of an input, None when the signature is compiled without it."""
+        return dict(zip(self.inputs, self.types, strict=True)).get(name)
 
     @property
     def project(self) -> str:
@@ -79,18 +84,20 @@ def msopgen_snake(op_type: str) -> str:
 def signature_info(function: func.FuncOp) -> SignatureInfo:
     """The SignatureInfo of a level-2 function (Level2ContractError without its identity)."""
     op, attrs = level2.read_identity(function)
-    return SignatureInfo(function.sym_name.data, op, attrs, _argument_types(function))
+    inputs = level2.read_inputs(function, op)
+    types = _argument_types(function, inputs)
+    return SignatureInfo(function.sym_name.data, op, attrs, types, inputs)
 
 
-def _argument_types(function: func.FuncOp) -> tuple[spec.FloatType, spec.FloatType, spec.FloatType]:
+def _argument_types(function: func.FuncOp, inputs: tuple[str, ...]) -> tuple[spec.FloatType, ...]:
     found = []
     for t in function.function_type.inputs.data:
         element = element_float_type(t.element_type) if isinstance(t, TensorType) else None
         if element is None:
             raise level2.Level2ContractError(function, "the arguments are float tensors")
         found.append(element)
-    if len(found) != len(spec.INPUT_NAMES):
+    if len(found) != len(inputs):
         raise level2.Level2ContractError(
-            function, f"takes the {len(spec.INPUT_NAMES)} inputs {', '.join(spec.INPUT_NAMES)}"
+            function, f"takes the {len(inputs)} inputs {', '.join(inputs)}"
         )
-    return found[0], found[1], found[2]
+    return tuple(found)

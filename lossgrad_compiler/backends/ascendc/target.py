@@ -77,7 +77,8 @@ def _plain_names(kernel: asc.KernelOp) -> KernelNames:
     inputs = kernel.num_inputs.value.data
     params = [kernel.arg_name(a) for a in kernel.global_args]
     if len(set(params)) != n_global:
-        params = [*spec.INPUT_NAMES[:inputs], *(f"out{k}" for k in range(n_global - inputs))]
+        names = [*spec.INPUT_NAMES, *(f"input{k}" for k in range(len(spec.INPUT_NAMES), inputs))]
+        params = [*names[:inputs], *(f"out{k}" for k in range(n_global - inputs))]
     return KernelNames(
         entry=entry,
         class_name=f"Kernel{camel}",

@@ -87,7 +87,9 @@ def guard_function(function: Level2Function, name: str | None = None) -> func.Fu
         for entry, size in sizes[1:]:
             assert first_entry is not None and first is not None
             equal = arith.CmpiOp(first, size, "eq")
-            message = mismatch_message(function.op.name, loop, first_entry, entry)
+            message = mismatch_message(
+                function.op.name, loop, first_entry, entry, function.input_names
+            )
             ops += [equal, cf.AssertOp(equal, message)]
     call = func.CallOp(target.sym_name.data, [SSAValue.get(a) for a in args[: len(types)]], results)
     ops += [call, func.ReturnOp(*call.results)]
@@ -98,10 +100,17 @@ def guard_function(function: Level2Function, name: str | None = None) -> func.Fu
     return guard
 
 
-def mismatch_message(op: str, loop: int, first: DimEntry, other: DimEntry) -> str:
-    """The error line raised when two sizes of one loop differ at run time."""
-    a, b = (f"{spec.INPUT_NAMES[p]} dimension {d}" for p, d in (first, other))
-    names = ", ".join(dict.fromkeys(spec.INPUT_NAMES[p] for p, _ in (first, other)))
+def mismatch_message(
+    op: str,
+    loop: int,
+    first: DimEntry,
+    other: DimEntry,
+    inputs: tuple[str, ...] = spec.INPUT_NAMES,
+) -> str:
+    """The error line raised when two sizes of one loop differ at run time (`inputs`: the
+    names of the function's operands, the inputs given)."""
+    a, b = (f"{inputs[p]} dimension {d}" for p, d in (first, other))
+    names = ", ".join(dict.fromkeys(inputs[p] for p, _ in (first, other)))
     return str(
         BroadcastError(
             op,

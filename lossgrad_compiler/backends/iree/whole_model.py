@@ -238,10 +238,13 @@ def _replace_with_call(ir: Any, node: Any, callee: Any) -> None:
     """torch values → builtin tensors of the callee's types → call → back to torch."""
     callee_type = ir.FunctionType(ir.TypeAttr(callee.attributes["function_type"]).value)
     result_type = node.results[0].type
+    # An absent optional input ("" in the node) is imported as a none value: the level-2
+    # function takes only the inputs given.
+    given = [value for value in node.operands if str(value.type) != "!torch.none"]
     with ir.InsertionPoint(node), node.location:
         arguments = [
             _cast(ir, _to_builtin(ir, value), wanted)
-            for value, wanted in zip(node.operands, callee_type.inputs, strict=True)
+            for value, wanted in zip(given, callee_type.inputs, strict=True)
         ]
         call = ir.Operation.create(
             "func.call",
@@ -292,5 +295,5 @@ def compile_whole_model(
     what was compiled."""
     spliced = splice(model, level2_of)
     for signature in spliced.imported.signatures.values():
-        target.check_types(signature.op_type, signature.types)
+        target.check_types(signature.op_type, signature.present_types)
     return compile_text(spliced.text, target), spliced

@@ -58,6 +58,7 @@ def apply_functions(
         if not site.in_function:
             site.node.overload = site.signature.id
             _write_missing_attributes(site)
+            _drop_trailing_absent(site)
             signatures[site.signature.id] = site.signature
     new = {
         (spec.DOMAIN, s.op_type, sid): signature_function(s, bodies[sid], opset)
@@ -70,9 +71,17 @@ def apply_functions(
     model.functions.extend(new.values())
     ensure_import(model.opset_import, "", opset)
     if new:
-        ensure_import(model.opset_import, spec.DOMAIN, spec.OPSET_VERSION)
+        version = spec.opset_version_for(s.op_type for s in signatures.values())
+        ensure_import(model.opset_import, spec.DOMAIN, version)
         model.ir_version = max(model.ir_version, FUNCTIONS_IR_VERSION)
     return model
+
+
+def _drop_trailing_absent(site: Site) -> None:
+    """A call lists exactly the function's inputs: trailing "" (absent optional inputs
+    after the last one given) are left out, as ONNX allows."""
+    while site.node.input and not site.node.input[-1]:
+        del site.node.input[-1]
 
 
 def _write_missing_attributes(site: Site) -> None:

@@ -33,6 +33,7 @@ class InlineTemplate:
     inputs/outputs (by position) and which are internal (to be prefixed)."""
 
     def __init__(self, body: TranslatedFunction) -> None:
+        self.arity = len(body.inputs)
         formal = {name: i for i, name in enumerate((*body.inputs, *body.outputs))}
         self.nodes = []
         for node in body.nodes:
@@ -54,8 +55,10 @@ class InlineTemplate:
         )
 
     def instantiate_into(self, nodes: object, call: NodeProto, prefix: str) -> None:
-        """Append the body's nodes for `call` to the repeated field `nodes`."""
-        actual = [*call.input, *call.output]
+        """Append the body's nodes for `call` to the repeated field `nodes` (the call's
+        inputs by position; trailing ones it leaves out or names "" are absent)."""
+        given = list(call.input[: self.arity])
+        actual = [*given, *[""] * (self.arity - len(given)), *call.output]
         for t in self.nodes:
             copy = nodes.add()  # type: ignore[attr-defined]
             copy.CopyFrom(t.shell)

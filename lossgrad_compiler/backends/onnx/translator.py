@@ -17,7 +17,6 @@ from xdsl.dialects import func
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Block, Operation, SSAValue
 
-from lossgrad_compiler import spec
 from lossgrad_compiler.backends.onnx.bookkeeping import BOOKKEEPING_RULES
 from lossgrad_compiler.backends.onnx.generic import translate_generic
 from lossgrad_compiler.backends.onnx.rules import OnnxScalarOps
@@ -34,7 +33,7 @@ from lossgrad_compiler.backends.onnx.values import (
     Tensor,
     Value,
 )
-from lossgrad_compiler.level2 import Level2ContractError, read_identity
+from lossgrad_compiler.level2 import Level2ContractError, read_identity, read_inputs
 
 
 class Translator:
@@ -132,7 +131,11 @@ _STRUCTURE_RULES: dict[type[Operation], Callable[[Translator, Any], Value]] = {
 
 @dataclass(frozen=True)
 class TranslatedFunction:
-    """ONNX nodes computing a level-2 function from `inputs` to `outputs` (value names)."""
+    """ONNX nodes computing a level-2 function from `inputs` to `outputs` (value names).
+
+    `inputs` are positional, as a node calling the function lists them: an operator's inputs
+    up to the last one given, an absent optional input among them by name but read by no
+    node (the call passes "" there)."""
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -149,11 +152,17 @@ def translate_function(
     """ONNX nodes for `function`; intermediate values are named `<prefix>t<k>_<hint>`.
 
     Without names, a function lowered from one operator takes the operator's input and output
-    names from its identity attributes (`lossgrad.op_type`). `scalar_ops` is the dispatch of
-    the scalar ops (a subclass adds an op: docs/level2.md, "Adding a level-2 op")."""
+    names from its identity attributes (`lossgrad.op_type`, `lossgrad.inputs`): its
+    arguments are the inputs given, and the result's `inputs` are positional (an absent
+    optional input before a given one keeps its place). `scalar_ops` is the dispatch of the
+    scalar ops (a subclass adds an op: docs/level2.md, "Adding a level-2 op")."""
+    positional: Sequence[str] | None = None
     if input_names is None or output_names is None:
         op_spec, _ = read_identity(function)
-        input_names = spec.INPUT_NAMES if input_names is None else input_names
+        if input_names is None:
+            input_names = read_inputs(function, op_spec)
+            last = max(op_spec.input_names.index(n) for n in input_names)
+            positional = op_spec.input_names[: last + 1]
         output_names = [op_spec.output] if output_names is None else output_names
     block = function.body.block
     if len(block.args) != len(input_names):
@@ -177,7 +186,8 @@ def translate_function(
             renamed[result] = name
         else:
             sink.nodes.append(_identity(renamed.get(result, result), name))
-    return TranslatedFunction(tuple(input_names), tuple(output_names), _rename(sink.nodes, renamed))
+    inputs = tuple(positional if positional is not None else input_names)
+    return TranslatedFunction(inputs, tuple(output_names), _rename(sink.nodes, renamed))
 
 
 def _identity(source: str, name: str) -> NodeProto:

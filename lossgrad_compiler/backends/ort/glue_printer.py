@@ -7,25 +7,55 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 
+from onnx import TensorProto
+
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
-from lossgrad_compiler.backends.cxx_messages import attribute_messages, unknown_attribute_message
+from lossgrad_compiler.backends.cxx_messages import (
+    Message,
+    Sentinel,
+    Slot,
+    attribute_messages,
+    message_from,
+    unknown_attribute_message,
+)
 from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
 from lossgrad_compiler.backends.ort.cxx_text import cxx_float_literal
 from lossgrad_compiler.backends.ort.variants import (
+    GIVEN_BITS,
     SELF_AND_TARGET,
     KernelTypes,
     attribute_classes,
     class_label,
+    kernel_signatures,
     kernel_types,
     operand_constant,
 )
+from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.onnx.type_protos import element_key
 
-# Slots: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed.
-NUM_SLOTS = 8
-SLOT_BITS = (("kSelf0", 1), ("kTarget0", 2), ("kSummed", 4))
+
+def given_constant(name: str) -> str:
+    """The C++ name of an optional input's slot bit: `weight` → `kGivenWeight`."""
+    return "kGiven" + "".join(word.capitalize() for word in name.split("_"))
+
+
+# Slots: bit 0 self is 0-d, bit 1 target is 0-d, bit 2 the result is summed, then one bit per
+# optional input given (variants.GIVEN_BITS).
+SLOT_BITS = (
+    ("kSelf0", 1),
+    ("kTarget0", 2),
+    ("kSummed", 4),
+    *((given_constant(name), bit) for name, bit in GIVEN_BITS.items()),
+)
 """The C++ names of the slot bits (print_constants defines them; glue.h's rank0_pattern
 gives the first two)."""
+NUM_SLOTS = 8 << len(GIVEN_BITS)
+
+
+def given_label(slot: int) -> str:
+    """The optional inputs a slot has given, as the kernels' labels say them: `, with weight`."""
+    return "".join(f", with {name}" for name, bit in GIVEN_BITS.items() if slot & bit)
 
 
 def slot_expression(slot: int) -> str:
@@ -35,26 +65,30 @@ def slot_expression(slot: int) -> str:
 
 
 def print_constants() -> str:
-    """The named counts, operand indices and masks the glue uses, from spec.INPUT_NAMES;
-    the iteration templates (cxx/iteration.h) are written for as many operands."""
+    """The named counts, operand indices and masks the glue uses, from spec; the iteration
+    templates (cxx/iteration.h) are written for kNumOperands operands, at least as many as
+    any operator has inputs."""
     operands = [
         f"constexpr int {operand_constant(name)} = {k};" for k, name in enumerate(spec.INPUT_NAMES)
     ]
     slots = [f"constexpr int {name} = {bit};" for name, bit in SLOT_BITS]
+    most = max(len(op.inputs) for op in spec.OPERATORS.values())
     return "\n".join(
         [
             "namespace lossgrad {",
-            "// The inputs, in spec.INPUT_NAMES order: operand k is input k; bit k of an operand",
-            "// mask stands for operand k.",
-            f"constexpr int kInputs = {len(spec.INPUT_NAMES)};",
+            "// The inputs every operator takes first, in spec.INPUT_NAMES order: operand k is",
+            "// input k; bit k of an operand mask stands for operand k. Optional inputs follow,",
+            "// each given one as the next operand.",
             *operands,
-            "static_assert(kInputs == kNumOperands, "
-            '"cxx/iteration.h is written for another number of operands");',
+            f"constexpr int kMaxInputs = {most};  // the most inputs an operator has",
+            "static_assert(kMaxInputs <= kNumOperands, "
+            '"cxx/iteration.h is written for fewer operands than an operator has inputs");',
             f"constexpr unsigned {SELF_AND_TARGET} = "
             f"(1u << {operand_constant('self')}) | (1u << {operand_constant('target')});"
             "  // B = broadcast(self, target)",
             "// The slot of a call within its attribute class: which of self and target are 0-d,",
-            "// and whether the result is summed into an operand's shape.",
+            "// whether the result is summed into an operand's shape, which optional inputs are",
+            "// given.",
             "constexpr int kFull = 0;",
             *slots,
             f"constexpr int kSlots = {NUM_SLOTS};  // slots per attribute class",
@@ -123,12 +157,13 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
         if attribute.kind is spec.AttrKind.FLOAT:
             fields.append(f"  double {field};  // the value, widened exactly")
             minimum = attribute.minimum if attribute.minimum is not None else float("-inf")
+            below = "<=" if attribute.exclusive else "<"  # the values spec rejects
             values.append(
                 f"  if ({read}.type == AttrType::kAbsent) {{\n"
                 f"    a->{field} = {cxx_float_literal(float(attribute.default), 'double')};\n"
                 f"  }} else {{\n"
                 f"    const double x = static_cast<double>({read}.f);\n"
-                f"    if (std::isnan(x) || x < {cxx_float_literal(minimum, 'double')})\n"
+                f"    if (std::isnan(x) || x {below} {cxx_float_literal(minimum, 'double')})\n"
                 f"      return invalid({value_message}(x));\n"
                 f"    a->{field} = x;\n  }}\n"
             )
@@ -180,46 +215,67 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
 
 def print_shape_checks(op: spec.OperatorSpec) -> str:
     """The run-time validation of one op (backends/cxx_shapes.py, shared with the aclnn
-    wrappers) as a function that fills a Call (shapes, iteration space, result shape) or
-    returns the error status."""
+    wrappers, and the element types of the optional inputs, which the registration leaves
+    open) as a function that fills a Call (the given inputs as its operands, in order;
+    shapes, iteration space, result shape) or returns the error status."""
     name = cxx_identifier(op.name)
-    n = len(spec.INPUT_NAMES)
+    n = len(op.inputs)
     follows = operand_constant(op.differentiates) if op.differentiates else None
     lines = [
         f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, std::vector<int64_t>* "
         f"result_dims) {{",
         "  // Per-thread buffers: their capacity is reused, so a call allocates nothing on the",
         "  // heap (the vectors are only this function's scratch, never held across calls).",
-        "  thread_local Input in[kInputs];",
-        "  for (size_t i = 0; i < kInputs; ++i) {",
+        "  thread_local Input in[kMaxInputs];",
+        "  size_t given = 0;",
+        "  LOSSGRAD_TRY(g_api->KernelContext_GetInputCount(ctx, &given));",
+        f"  for (size_t i = 0; i < {n}; ++i) {{",
         "    in[i].present = false;",
         "    in[i].data = nullptr;",
         "    in[i].dims.clear();",
-        "    LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
+        "    if (i < given) LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
         "  }",
-        f"  const bool present[kInputs] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
+        f"  const bool present[{n}] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
         f"  lossgrad_shapes::Failure failure = {check_present_name(op)}(present);",
         "  if (failure.code) return invalid(failure.message);",
-        "  const std::vector<int64_t>* const dims[kInputs] = "
-        f"{{{', '.join(f'&in[{i}].dims' for i in range(n))}}};",
+    ]
+    messages = element_type_messages(op)
+    for i, spec_input in enumerate(op.inputs):
+        if spec_input.optional:
+            m = messages[spec_input.name]
+            lines += [
+                f"  if (in[{i}].present && !is_float(in[{i}].type))",
+                f"    return invalid({m.name}(onnx_element_name(in[{i}].type)));",
+            ]
+    dims = ", ".join(f"in[{i}].present ? &in[{i}].dims : nullptr" for i in range(n))
+    lines += [
+        f"  const std::vector<int64_t>* const dims[{n}] = {{{dims}}};",
         "  thread_local std::vector<int64_t> b, space;",
         f"  failure = {check_shapes_name(op)}(dims, &b, &space);",
         "  if (failure.code) return invalid(failure.message);",
-        "  for (int i = 0; i < kInputs; ++i) {",
-        "    c->shapes.operand[i] = to_shape(in[i].dims);",
-        "    c->data[i] = in[i].data;",
-        "    c->type[i] = in[i].type;",
+        "  c->operands = 0;",
+        "  c->given = 0;",
+        f"  for (int i = 0; i < {n}; ++i) {{",
+        "    if (!in[i].present) continue;",
+        "    c->shapes.operand[c->operands] = to_shape(in[i].dims);",
+        "    c->data[c->operands] = in[i].data;",
+        "    c->type[c->operands] = in[i].type;",
+        "    ++c->operands;",
         "  }",
+    ]
+    for i, spec_input in enumerate(op.inputs):
+        if spec_input.optional:
+            lines.append(f"  if (in[{i}].present) c->given |= {given_constant(spec_input.name)};")
+    lines += [
         "  c->space = to_shape(space);",
         f"  *result_dims = {f'in[{follows}].dims' if follows is not None else 'space'};",
         "  c->result = to_shape(*result_dims);",
         "  c->ctx = ctx;",
-        "  c->reduces = "
-        + ("is_summed(c->result, c->space);" if follows is not None else "false;"),
+        "  c->reduces = " + ("is_summed(c->result, c->space);" if op.sums_result else "false;"),
         "  return nullptr;",
         "}",
     ]
-    return "\n".join(lines) + "\n"
+    return "".join(m.cxx_function() for m in messages.values()) + "\n".join(lines) + "\n"
 
 
 def print_compute(
@@ -241,6 +297,8 @@ def print_compute(
     for attribute in reversed(op.attributes):
         field = cxx_identifier(attribute.name)
         count = len(attribute_classes(attribute))
+        if count == 1:  # one level-2 form for every value (delta > 0)
+            continue
         if attribute.kind is spec.AttrKind.FLOAT:
             minimum = cxx_float_literal(float(attribute.minimum or 0.0), compute)
             index = f"(static_cast<{compute}>(a.{field}) > {minimum} ? 1 : 0)"
@@ -259,7 +317,7 @@ def print_compute(
         call = f"return run_variant<variants::{kernel}>(c, variants::{params}(c.shapes{args}));"
         calls.setdefault(call, []).append(
             f"    case variant_key({combined}, {slot_expression(slot)}):"
-            f"  // {class_label(op, classes)}"
+            f"  // {class_label(op, classes)}{given_label(slot)}"
         )
     cases = [line for call, labels in calls.items() for line in [*labels, f"      {call}"]]
     struct_name = attrs_struct_name(op)
@@ -274,7 +332,7 @@ def print_compute(
         "result_dims.size(), &output));\n"
         "  LOSSGRAD_TRY(g_api->GetTensorMutableData(output, &c.out));\n"
         f"  const int attribute_class = {' + '.join(terms)};\n"
-        "  const int slot = c.rank0_pattern() | (c.reduces ? kSummed : kFull);\n"
+        "  const int slot = c.rank0_pattern() | (c.reduces ? kSummed : kFull) | c.given;\n"
         "  switch (variant_key(attribute_class, slot)) {\n"
         + "\n".join(cases)
         + "\n    default: break;\n  }\n"
@@ -284,18 +342,27 @@ def print_compute(
 
 
 def print_registration(ops: list[spec.OperatorSpec]) -> str:
-    """The table of custom ops and RegisterCustomOps: each op once per combination of input
-    element types, run by the compute function of its kernel types."""
+    """The table of custom ops and RegisterCustomOps: each op once per combination of its
+    required inputs' element types (an optional input takes any type), run by the compute
+    function of its kernel types, or, where optional inputs may widen the compute type, by
+    the function that picks it (print_compute_dispatch)."""
     entries = []
     for op in ops:
         name = cxx_identifier(op.name)
         for inputs in itertools.product(spec.FLOAT_TYPES, repeat=len(spec.INPUT_NAMES)):
             types = kernel_types(op, inputs)
-            listed = ", ".join(_onnx_type(t) for t in inputs)
+            listed = ", ".join(
+                [*(_onnx_type(t) for t in inputs), *(_UNDEFINED for _ in op.optional_inputs)]
+            )
+            compute = (
+                f"compute_{name}_to_{cxx_identifier(types.result.name)}"
+                if op.optional_inputs
+                else f"compute_{name}_{cxx_identifier(types.name)}"
+            )
             entries.append(
-                f"      make_custom_op({cxx_string_literal(op.name)}, {{{listed}}}, "
-                f"{_onnx_type(types.result)}, create_{name}, "
-                f"compute_{name}_{cxx_identifier(types.name)}, destroy_{name}),"
+                f"      make_custom_op({cxx_string_literal(op.name)}, {op.since_version}, "
+                f"{{{listed}}}, {len(spec.INPUT_NAMES)}, {_onnx_type(types.result)}, "
+                f"create_{name}, {compute}, destroy_{name}),"
             )
     return (
         "std::vector<CustomOp>& all_ops() {\n"
@@ -326,3 +393,81 @@ def print_registration(ops: list[spec.OperatorSpec]) -> str:
 
 def _onnx_type(element: spec.FloatType) -> str:
     return f"static_cast<ONNXTensorElementDataType>({element.onnx})"
+
+
+_UNDEFINED = "ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED"
+
+
+def print_compute_dispatch(op: spec.OperatorSpec) -> str:
+    """For an op with optional inputs: per result type, the compute function of the compute
+    type every input given promotes to (double where one of them is, else float); an
+    input of another type is left to check_<op>, which rejects it with spec's message."""
+    if not op.optional_inputs:
+        return ""
+    if not op.differentiates:
+        raise ValueError(
+            f"{op.name}: optional inputs need a result type that does not depend on them"
+        )
+    name = cxx_identifier(op.name)
+    by_result: dict[spec.FloatType, list[KernelTypes]] = {}
+    for types in kernel_signatures(op):
+        by_result.setdefault(types.result, []).append(types)
+    out = []
+    for result, choices in by_result.items():
+        computes = {t.compute: t for t in choices}
+        body = []
+        if spec.FLOAT64 in computes and spec.FLOAT32 in computes:
+            f64 = cxx_identifier(computes[spec.FLOAT64].name)
+            f32 = cxx_identifier(computes[spec.FLOAT32].name)
+            body += [
+                "  bool wide = false;",
+                "  LOSSGRAD_TRY(any_double_input(ctx, &wide));",
+                f"  return wide ? compute_{name}_{f64}(kernel, ctx) : "
+                f"compute_{name}_{f32}(kernel, ctx);",
+            ]
+        else:
+            (only,) = computes.values()
+            body.append(f"  return compute_{name}_{cxx_identifier(only.name)}(kernel, ctx);")
+        out.append(
+            f"OrtStatus* compute_{name}_to_{cxx_identifier(result.name)}(const void* kernel, "
+            "OrtKernelContext* ctx) {\n" + "\n".join(body) + "\n}\n"
+        )
+    return "".join(out)
+
+
+def element_type_messages(op: spec.OperatorSpec) -> dict[str, Message]:
+    """spec's element-type message of each optional input (the registration takes any type
+    there), with the ONNX type's name as a slot."""
+    out = {}
+    for spec_input in op.inputs:
+        if not spec_input.optional:
+            continue
+        infos = {i.name: spec.TensorInfo(spec.FLOAT32, ()) for i in op.inputs}
+        infos[spec_input.name] = spec.TensorInfo(_TYPE_SENTINEL, ())
+        try:
+            spec.validate(op.name, infos, {})
+        except LossGradError as error:
+            out[spec_input.name] = message_from(
+                f"{cxx_identifier(op.name)}_{cxx_identifier(spec_input.name)}_type",
+                error,
+                [Sentinel(_TYPE_SENTINEL, Slot("type_name", "text"))],
+            )
+    return out
+
+
+_TYPE_SENTINEL = "lossgrad_sentinel_type"
+
+
+def print_element_names() -> str:
+    """onnx_element_name(type): how spec names a non-float ONNX element type in a message
+    (onnx.type_protos.element_key: the ONNX name in lower case)."""
+    cases = []
+    for code in TensorProto.DataType.values():
+        if code and spec.float_type(code) is None:
+            cases.append(f"    case {code}: return {cxx_string_literal(element_key(code))};")
+    return (
+        "namespace lossgrad {\n"
+        "inline const char* onnx_element_name(ONNXTensorElementDataType type) {\n"
+        "  switch (static_cast<int>(type)) {\n" + "\n".join(cases) + "\n"
+        '    default: return "an unknown element type";\n  }\n}\n}  // namespace lossgrad\n'
+    )

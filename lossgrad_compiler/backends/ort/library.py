@@ -17,13 +17,16 @@ from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.glue_printer import (
     print_attribute_reader,
     print_compute,
+    print_compute_dispatch,
     print_constants,
+    print_element_names,
     print_registration,
     print_shape_checks,
 )
 from lossgrad_compiler.backends.ort.variants import (
     LoweredVariant,
     class_label,
+    given_bits,
     kernel_signatures,
     lowered_variants,
     parameter_arguments,
@@ -43,6 +46,7 @@ _PRELUDE = """\
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
@@ -118,11 +122,12 @@ class _Variants:
 def _use(lowered: LoweredVariant) -> str:
     """`KlDivBackward, float32 -> float16, reduction=mean log_target=0`: the kernel loads
     every input by its run-time type, so one serves every input combination of these
-    compute and result types."""
+    compute and result types; the optional inputs given follow (`, with weight`)."""
     op = lowered.op
-    result = op.result_type(dict(zip(spec.INPUT_NAMES, lowered.inputs, strict=True)))
-    compute = spec.compute_type(spec.promote_types(lowered.inputs))
-    return f"{op.name}, {compute.name} -> {result.name}, {class_label(op, lowered.classes)}"
+    result = lowered.function.result
+    compute = lowered.function.compute
+    given = "".join(f", with {n}" for n in lowered.given)
+    return f"{op.name}, {compute.name} -> {result.name}, {class_label(op, lowered.classes)}{given}"
 
 
 PATTERN_LEGEND = """\
@@ -147,7 +152,9 @@ def library_source(module: ModuleOp) -> str:
             for one in lowered_variants(op, inputs, lowered):
                 key = (
                     tuple(c.index for c in one.classes),
-                    RANK0_BITS[one.pattern] | (4 if one.variant.reduces else 0),
+                    RANK0_BITS[one.pattern]
+                    | (4 if one.variant.reduces else 0)
+                    | given_bits(one.given),
                 )
                 if key in slots:
                     raise OrtBackendError(
@@ -157,9 +164,11 @@ def library_source(module: ModuleOp) -> str:
                 kernel, params = variants.add(one)
                 slots[key] = (kernel, params, parameter_arguments(one))
             glue.append(print_compute(op, types, slots))
+        glue.append(print_compute_dispatch(op))
     parts = [
         _PRELUDE % (spec.MAX_RANK, spec.OPSET_VERSION),
         print_message_tables(),
+        print_element_names(),
         lossgrad_shapes_source(),
     ]
     parts += [runtime_header(h) for h in RUNTIME_HEADERS]

@@ -37,6 +37,10 @@ from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.scalar_ops import KernelScalarOps, ScalarPrinter
 
+NUM_OPERANDS = 5
+"""cxx/iteration.h's kNumOperands: the operands every variant declares (the most inputs an
+operator has; the glue asserts it is enough for spec's operators)."""
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -86,14 +90,22 @@ class _VariantPrinter:
         ]
         value_type = cxx_type(fn.value.type)
         out_type = cxx_type(_element(fn.function.function_type.outputs.data[0]))
+        if len(load_types) > NUM_OPERANDS:
+            raise OrtBackendError(
+                f"@{fn.name} has {len(load_types)} operands; cxx/iteration.h is written for "
+                f"{NUM_OPERANDS}"
+            )
+        # Operands the function does not have (an operator with fewer inputs, an optional
+        # input not given) are declared unused; the iteration never loads them.
+        unused = NUM_OPERANDS - len(load_types)
         lines = [
-            *(f"  using L{i} = {t};" for i, t in enumerate(load_types)),
+            *(f"  using L{i} = {t};" for i, t in enumerate([*load_types, *[value_type] * unused])),
             f"  using Val = {value_type};",
             f"  using Out = {out_type};",
             f"  static constexpr bool kReduces = {_bool(fn.reduces)};",
             *(
-                f"  static constexpr bool kUses{i} = {_bool(o.reads)};"
-                for i, o in enumerate(fn.operands)
+                f"  static constexpr bool kUses{i} = {_bool(reads)};"
+                for i, reads in enumerate([*(o.reads for o in fn.operands), *[False] * unused])
             ),
         ]
         captured = list(fn.captured)
@@ -147,7 +159,7 @@ class _VariantPrinter:
         for i, v in enumerate(captured):
             printer.bind(v, f"p.c{i}")
         printer.print_ops(self.fn.compute_ops)
-        params = ", ".join(f"[[maybe_unused]] L{i} a{i}" for i in range(len(self.fn.operands)))
+        params = ", ".join(f"[[maybe_unused]] L{i} a{i}" for i in range(NUM_OPERANDS))
         lines = "".join(f"    {line}\n" for line in printer.lines)
         return (
             f"  static inline Val value({params}, [[maybe_unused]] const Params& p) {{\n"

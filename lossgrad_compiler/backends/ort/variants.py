@@ -16,12 +16,16 @@ Attributes are run-time values of a node, so the library holds one variant per
   argument (and the scale its divisor n), and one variant serves every value;
 * shape patterns, at representative rank 2 with every size dynamic except:
   `full` (self and target of rank 2), `self0`/`target0`/`both0` (those operands 0-d: the
-  scale takes another form there) and, for ops whose result takes an operand's shape, `sum`
-  (that operand broadcast on its last axis: the IR sums into it). grad_output is always 0-d
-  in the IR; at run time it broadcasts like any operand.
+  scale takes another form there) and, for ops whose result is summed into an operand's
+  shape, `sum` (that operand broadcast on its last axis: the IR sums into it); only the
+  patterns the op takes (a target that fits into self is never larger than it).
+  grad_output is always 0-d in the IR; at run time it broadcasts like any operand;
+* which optional inputs are given: one variant per subset (an absent input takes no
+  operand; one given has self's pattern and the compute type, so it is loaded widened).
 
 The glue selects the pattern from the run-time shapes: which of self/target are 0-d, and
-whether the result is summed (the rule of docs/level2.md and reference.sum_to_shape).
+whether the result is summed (the rule of docs/level2.md and reference.sum_to_shape), and
+which optional inputs are given.
 
 This module runs no lowering: `library_signatures()` is the backend's request, and
 `runtime.ort` hands back their level 2 (frontend.lowering, the cache every target shares).
@@ -53,6 +57,7 @@ PATTERNS: dict[str, tuple[Pattern, Pattern]] = {
 }
 _SUM_SHAPE: Pattern = (_D, 1)
 OPERAND_INDEX = {name: i for i, name in enumerate(spec.INPUT_NAMES)}
+"""The operand index of the inputs every operator takes first (and never moves)."""
 
 
 @dataclass(frozen=True)
@@ -69,22 +74,48 @@ def attribute_classes(attribute: spec.AttributeSpec) -> list[AttrClass]:
         return [AttrClass(attribute, c, i) for i, c in enumerate(attribute.choices)]
     if attribute.kind is spec.AttrKind.FLOAT and attribute.minimum is not None:
         # Any value above the minimum selects the "> minimum" form; the value itself is a
-        # run-time parameter of the lowered function.
+        # run-time parameter of the lowered function. An exclusive minimum has that form only.
         above = attribute.minimum + 1.0
+        if attribute.exclusive:
+            return [AttrClass(attribute, above, 0)]
         return [AttrClass(attribute, attribute.minimum, 0), AttrClass(attribute, above, 1)]
     raise ValueError(f"attribute '{attribute.name}' has no finite set of level-2 forms")
 
 
 def patterns(op: spec.OperatorSpec) -> dict[str, tuple[Pattern, Pattern]]:
+    """The patterns the op takes: with a target that must fit into self, not a 0-d self
+    beside a larger target."""
     found = dict(PATTERNS)
-    if op.differentiates == "self":
+    if op.input("target").broadcast is spec.Broadcast.FITS:
+        del found["self0"]
+    if op.sums_result and op.differentiates == "self":
         found["sum"] = (_SUM_SHAPE, (_D, _D))
-    elif op.differentiates == "target":
+    elif op.sums_result and op.differentiates == "target":
         found["sum"] = ((_D, _D), _SUM_SHAPE)
     return found
 
 
-Inputs = tuple[spec.FloatType, ...]  # one per spec.INPUT_NAMES
+def optional_subsets(op: spec.OperatorSpec) -> list[tuple[str, ...]]:
+    """Every subset of the op's optional inputs, none first, in the op's order."""
+    names = op.optional_inputs
+    return [c for k in range(len(names) + 1) for c in itertools.combinations(names, k)]
+
+
+def given_bits(given: tuple[str, ...]) -> int:
+    """The slot bits of the optional inputs given (glue_printer.given_constant)."""
+    return sum(GIVEN_BITS[name] for name in given)
+
+
+GIVEN_BITS: dict[str, int] = {
+    name: 8 << k
+    for k, name in enumerate(
+        dict.fromkeys(n for op in spec.OPERATORS.values() for n in op.optional_inputs)
+    )
+}
+"""One slot bit per optional input any operator takes (after the pattern bits 1, 2, 4)."""
+
+
+Inputs = tuple[spec.FloatType, ...]  # one per required input: grad_output, self, target
 
 
 @dataclass(frozen=True)
@@ -100,7 +131,9 @@ class KernelTypes:
 
 
 def kernel_types(op: spec.OperatorSpec, inputs: Inputs) -> KernelTypes:
-    """The kernel a node with inputs of these element types runs (spec's promotion rules)."""
+    """The kernel a node with required inputs of these element types runs (spec's promotion
+    rules; given optional inputs may widen the compute type, which the glue decides at run
+    time: `compute_type_choices`)."""
     promoted = spec.promote_types(inputs)
     result = op.result_type(dict(zip(spec.INPUT_NAMES, inputs, strict=True)))
     return KernelTypes(spec.compute_type(promoted), result)
@@ -119,13 +152,15 @@ def kernel_signatures(op: spec.OperatorSpec) -> dict[KernelTypes, Inputs]:
 
 @dataclass(frozen=True)
 class VariantSignature:
-    """One variant the library needs: its attribute classes and pattern, as a signature."""
+    """One variant the library needs: its attribute classes, pattern and the optional inputs
+    given, as a signature."""
 
     op: spec.OperatorSpec
     inputs: Inputs
     classes: tuple[AttrClass, ...]
     pattern: str
     signature: Signature
+    given: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,19 +171,29 @@ class LoweredVariant:
     pattern: str
     function: level2.Level2Function
     variant: Variant
+    given: tuple[str, ...] = ()
 
 
 def variant_signatures(op: spec.OperatorSpec, inputs: Inputs) -> list[VariantSignature]:
-    """Every (attribute classes, pattern) variant of one op for inputs of these types."""
+    """Every (attribute classes, pattern, optional inputs given) variant of one op for
+    required inputs of these types; a given optional input has self's pattern and the
+    compute type."""
     per_attribute = [attribute_classes(a) for a in op.attributes]
+    compute = spec.compute_type(spec.promote_types(inputs))
     found = []
-    for classes in itertools.product(*per_attribute):
-        attrs = spec.check_attributes(op, {c.attribute.name: c.value for c in classes})
-        for name, (self_pattern, target_pattern) in patterns(op).items():
-            signature = Signature(
-                op.name, inputs, ((), self_pattern, target_pattern), tuple(attrs.items())
-            )
-            found.append(VariantSignature(op, inputs, tuple(classes), name, signature))
+    for given in optional_subsets(op):
+        for classes in itertools.product(*per_attribute):
+            attrs = spec.check_attributes(op, {c.attribute.name: c.value for c in classes})
+            for name, (self_pattern, target_pattern) in patterns(op).items():
+                types = [*inputs, *(compute if n in given else None for n in op.optional_inputs)]
+                shapes = [
+                    (),
+                    self_pattern,
+                    target_pattern,
+                    *(self_pattern if n in given else None for n in op.optional_inputs),
+                ]
+                signature = Signature(op.name, tuple(types), tuple(shapes), tuple(attrs.items()))
+                found.append(VariantSignature(op, inputs, tuple(classes), name, signature, given))
     return found
 
 
@@ -171,7 +216,9 @@ def lowered_variants(
         function = lowered.get(v.signature.id)
         if function is None:
             raise OrtBackendError(f"the library's level 2 has no function @{v.signature.id}")
-        yield LoweredVariant(op, inputs, v.classes, v.pattern, function, print_variant(function))
+        yield LoweredVariant(
+            op, inputs, v.classes, v.pattern, function, print_variant(function), v.given
+        )
 
 
 def parameter_arguments(lowered: LoweredVariant) -> tuple[str, ...]:

@@ -317,3 +317,67 @@ func.func @kl_target_empty(%g: tensor<f32>, %x: tensor<0x3xf16>, %t: tensor<1x3x
 // CHECK-NEXT:    %[[EH:.*]] = tensor.empty() : tensor<1x3xf16>
 // CHECK-NEXT:    %[[R:.*]] = hfusion.cast {round_mode = #hfusion.round_mode<rint>} ins(%[[S]] : tensor<1x3xf32>) outs(%[[EH]] : tensor<1x3xf16>) -> tensor<1x3xf16>
 // CHECK-NEXT:    func.return %[[R]] : tensor<1x3xf16>
+
+func.func @huber_scalar_go(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {lossgrad.op_type = "HuberLossBackward", lossgrad.attributes = {reduction = "none", delta = 5.000000e-01 : f64}} {
+  %init = tensor.empty() : tensor<2x3xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%g, %x, %t : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>) outs(%init : tensor<2x3xf32>) {
+  ^bb0(%0: f32, %1: f32, %2: f32, %3: f32):
+    %4 = arith.constant 5.000000e-01 : f32
+    %5 = arith.subf %1, %2 : f32
+    %6 = arith.negf %0 : f32
+    %7 = arith.mulf %6, %4 : f32
+    %8 = arith.mulf %0, %4 : f32
+    %9 = arith.mulf %5, %0 : f32
+    %10 = arith.cmpf ogt, %5, %4 : f32
+    %11 = arith.select %10, %8, %9 : f32
+    %12 = arith.negf %4 : f32
+    %13 = arith.cmpf olt, %5, %12 : f32
+    %14 = arith.select %13, %7, %11 : f32
+    linalg.yield %14 : f32
+  } -> tensor<2x3xf32>
+  func.return %r : tensor<2x3xf32>
+}
+// Huber in float32 with a 0-d grad_output: the scalar unit would compute (-g)*delta and
+// g*delta while a vector op reads g itself in d*g. AscendNPU IR 1.2.0 fails to outline such
+// a kernel ("outline single kernel failed"), so g is broadcast and every op on it is a
+// vector op. (In a half type g is read widened, through one arith.extf, and stays scalar.)
+// CHECK-LABEL: func.func @huber_scalar_go(
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<2x3xf32>
+// CHECK-NEXT:    %[[G:.*]] = linalg.broadcast ins(%g:tensor<f32>) outs(%[[E]]:tensor<2x3xf32>) dimensions = [0, 1]
+// CHECK-NEXT:    %[[DELTA:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT:    %[[D:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<sub>} ins(%x, %t : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NEXT:    %[[NG:.*]] = linalg.elemwise_unary {fun = #linalg.unary_fn<negf>} ins(%[[G]] : tensor<2x3xf32>)
+// CHECK-NEXT:    %[[BELOW:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[NG]], %[[DELTA]] : tensor<2x3xf32>, f32)
+// CHECK-NEXT:    %[[ABOVE:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[G]], %[[DELTA]] : tensor<2x3xf32>, f32)
+// CHECK-NEXT:    %[[INSIDE:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[D]], %[[G]] : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NOT:     tensor.extract
+// CHECK:         hfusion.select ins(%{{.*}}, %[[ABOVE]], %[[INSIDE]] : tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NOT:     tensor.extract
+// CHECK:         hfusion.select ins(%{{.*}}, %[[BELOW]], %{{.*}} : tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>)
+
+func.func @kl_chained_refusal(%g: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<f32>) -> tensor<2x3xf32> attributes {lossgrad.op_type = "KlDivBackward", lossgrad.attributes = {reduction = "none", log_target = 0 : i64}} {
+  %init = tensor.empty() : tensor<2x3xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%g, %x, %t : tensor<f32>, tensor<2x3xf32>, tensor<f32>) outs(%init : tensor<2x3xf32>) {
+  ^bb0(%0: f32, %1: f32, %2: f32, %3: f32):
+    %4 = arith.mulf %0, %2 : f32
+    %5 = arith.subf %1, %4 : f32
+    %6 = arith.mulf %5, %0 : f32
+    %7 = arith.negf %2 : f32
+    %8 = arith.mulf %6, %7 : f32
+    linalg.yield %8 : f32
+  } -> tensor<2x3xf32>
+  func.return %r : tensor<2x3xf32>
+}
+// (Not a formula: the rule's fixed point.) g is read by the scalar g*t and by the vector
+// op (x - g*t)*g, so it is broadcast; then the vector op g*t reads t, which -t also reads
+// on the scalar unit, so t is broadcast too.
+// CHECK-LABEL: func.func @kl_chained_refusal(
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<2x3xf32>
+// CHECK-NEXT:    %[[G:.*]] = linalg.broadcast ins(%g:tensor<f32>) outs(%[[E]]:tensor<2x3xf32>) dimensions = [0, 1]
+// CHECK-NEXT:    %[[T:.*]] = linalg.broadcast ins(%t:tensor<f32>) outs(%[[E]]:tensor<2x3xf32>) dimensions = [0, 1]
+// CHECK-NEXT:    %[[GT:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[G]], %[[T]] : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NEXT:    %[[D:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<sub>} ins(%x, %[[GT]] : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NEXT:    %[[M:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[D]], %[[G]] : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NEXT:    %[[NT:.*]] = linalg.elemwise_unary {fun = #linalg.unary_fn<negf>} ins(%[[T]] : tensor<2x3xf32>)
+// CHECK-NEXT:    %[[R:.*]] = linalg.elemwise_binary {fun = #linalg.binary_fn<mul>} ins(%[[M]], %[[NT]] : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NEXT:    func.return %[[R]] : tensor<2x3xf32>

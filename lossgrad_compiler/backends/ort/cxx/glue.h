@@ -170,6 +170,32 @@ inline bool element_of(ONNXTensorElementDataType type, Element* element) {
   }
 }
 
+inline bool is_float(ONNXTensorElementDataType type) {
+  Element element;
+  return element_of(type, &element);
+}
+
+// Whether any input given is a double tensor: the compute type of an operator whose
+// optional inputs take part in the promotion (the others decide it at registration).
+inline OrtStatus* any_double_input(OrtKernelContext* ctx, bool* wide) {
+  size_t count = 0;
+  LOSSGRAD_TRY(g_api->KernelContext_GetInputCount(ctx, &count));
+  *wide = false;
+  for (size_t i = 0; i < count; ++i) {
+    const OrtValue* value = nullptr;
+    LOSSGRAD_TRY(g_api->KernelContext_GetInput(ctx, i, &value));
+    if (!value) continue;
+    OrtTensorTypeAndShapeInfo* info = nullptr;
+    LOSSGRAD_TRY(g_api->GetTensorTypeAndShape(value, &info));
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    OrtStatus* status = g_api->GetTensorElementType(info, &type);
+    g_api->ReleaseTensorTypeAndShapeInfo(info);
+    LOSSGRAD_TRY(status);
+    if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) *wide = true;
+  }
+  return nullptr;
+}
+
 // Whether values stored as `element` convert exactly into the load type L (arith.extf or
 // none). The registrations admit only such inputs; this guards the kernels' loads all the same.
 template <class L>
@@ -256,6 +282,10 @@ struct Call {
   Shape result;  // the output's shape
   void* out = nullptr;
   bool reduces = false;  // the result is summed over some iteration axes
+  // The operands are the inputs given, in the operator's order (an absent optional input
+  // takes no place); `given` has bit k set for the operator's k-th optional input given.
+  int operands = 0;
+  unsigned given = 0;
   // Which rank-0 pattern the operands show: bit 0 self is 0-d, bit 1 target is 0-d.
   int rank0_pattern() const {
     return (shapes.operand[1].rank == 0 ? 1 : 0) | (shapes.operand[2].rank == 0 ? 2 : 0);
@@ -266,7 +296,7 @@ struct Call {
 template <class V>
 int64_t bytes_moved(const Call& c, const Element* element) {
   static constexpr int64_t kSize[] = {2, 2, 4, 8};  // Element's order
-  const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+  const bool* uses = kUses<V>;
   int64_t bytes = c.result.numel() * int64_t{sizeof(typename V::Out)};
   for (int op = 0; op < kNumOperands; ++op)
     if (uses[op]) bytes += c.shapes.operand[op].numel() * kSize[static_cast<int>(element[op])];
@@ -276,13 +306,15 @@ int64_t bytes_moved(const Call& c, const Element* element) {
 template <class V>
 OrtStatus* run_variant(Call& c, const typename V::Params& p) {
   if (c.result.numel() == 0) return nullptr;
-  Element element[kNumOperands];
-  for (int op = 0; op < kNumOperands; ++op)
+  Element element[kNumOperands] = {};
+  for (int op = 0; op < c.operands; ++op)
     if (!element_of(c.type[op], &element[op]))
       return failure("lossgrad: an input is not a float tensor");
   if ((V::kUses0 && !widens_into<typename V::L0>(element[0])) ||
       (V::kUses1 && !widens_into<typename V::L1>(element[1])) ||
-      (V::kUses2 && !widens_into<typename V::L2>(element[2])))
+      (V::kUses2 && !widens_into<typename V::L2>(element[2])) ||
+      (V::kUses3 && !widens_into<typename V::L3>(element[3])) ||
+      (V::kUses4 && !widens_into<typename V::L4>(element[4])))
     return failure("lossgrad: an input type does not widen into the kernel's load type");
   Layout l = make_layout(c.space, c.shapes, c.data, element, c.out);
   forget_unused<V>(l);
@@ -319,6 +351,9 @@ struct Kernel {
 
 struct CustomOp : OrtCustomOp {
   const char* op_name;
+  int since_version;  // the ai.lossgrad version that introduced the operator
+  size_t inputs;      // the operator's inputs; those from `optional` on may be absent
+  size_t optional;
   ONNXTensorElementDataType input_types[kNumOperands];
   ONNXTensorElementDataType output_type;
   CreateFn create;
@@ -328,30 +363,40 @@ struct CustomOp : OrtCustomOp {
 
 inline const CustomOp& self_of(const OrtCustomOp* op) { return *static_cast<const CustomOp*>(op); }
 
-// One registration of `name` for one combination of input types, with the result type spec
-// gives them. ORT keeps one kernel definition per registration, picks one by the node's input
-// types and takes the output type from it.
-inline CustomOp make_custom_op(const char* name,
-                               const ONNXTensorElementDataType (&inputs)[kNumOperands],
-                               ONNXTensorElementDataType output, CreateFn create,
-                               ComputeFn compute, DestroyFn destroy) {
+// One registration of `name` for one combination of required input types, with the result
+// type spec gives them. ORT keeps one kernel definition per registration, picks one by the
+// node's input types and takes the output type from it. An optional input is registered
+// with any type (UNDEFINED): its type cannot change the result type (the operators with
+// optional inputs return self's type), the kernel checks it with spec's message, and one
+// registration per combination of every input's type would be 4^5 per operator, which ORT
+// re-creates for every session.
+inline CustomOp make_custom_op(const char* name, int since_version,
+                               std::initializer_list<ONNXTensorElementDataType> inputs,
+                               size_t optional, ONNXTensorElementDataType output,
+                               CreateFn create, ComputeFn compute, DestroyFn destroy) {
   CustomOp op;
   std::memset(static_cast<OrtCustomOp*>(&op), 0, sizeof(OrtCustomOp));  // unset hooks stay null
   op.version = ORT_API_VERSION;
   op.op_name = name;
-  std::copy(std::begin(inputs), std::end(inputs), op.input_types);
+  op.since_version = since_version;
+  op.inputs = inputs.size();
+  op.optional = optional;
+  std::fill(std::begin(op.input_types), std::end(op.input_types),
+            ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);
+  std::copy(inputs.begin(), inputs.end(), op.input_types);
   op.output_type = output;
   op.create = create;
   op.compute = compute;
   op.destroy = destroy;
   op.GetName = [](const OrtCustomOp* o) { return self_of(o).op_name; };
   op.GetExecutionProviderType = [](const OrtCustomOp*) { return "CPUExecutionProvider"; };
-  op.GetInputTypeCount = [](const OrtCustomOp*) -> size_t { return kNumOperands; };
+  op.GetInputTypeCount = [](const OrtCustomOp* o) -> size_t { return self_of(o).inputs; };
   op.GetOutputTypeCount = [](const OrtCustomOp*) -> size_t { return 1; };
   op.GetInputType = [](const OrtCustomOp* o, size_t i) { return self_of(o).input_types[i]; };
   op.GetOutputType = [](const OrtCustomOp* o, size_t) { return self_of(o).output_type; };
-  op.GetInputCharacteristic = [](const OrtCustomOp*, size_t) {
-    return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
+  op.GetInputCharacteristic = [](const OrtCustomOp* o, size_t i) {
+    return i >= self_of(o).optional ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
+                                    : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   };
   op.GetOutputCharacteristic = [](const OrtCustomOp*, size_t) {
     return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
@@ -375,13 +420,15 @@ inline CustomOp make_custom_op(const char* name,
     k->destroy(k->state);
     delete k;
   };
-  // The one ai.lossgrad version. It documents the kernels; it cannot reject other imports:
-  // ORT builds one schema per op name, whose since-version is the start version of the first
-  // op registered under that name, resolves every import from there to 1000 to it, and picks
-  // kernels by that since-version. A second op of the same name starting at version 2 thus
-  // never runs (registered first, it moves the schema to 2 and version 1 stops resolving),
-  // and a second ai.lossgrad domain is refused ("Domain already set in registry").
-  op.GetStartVersion = [](const OrtCustomOp*) { return kOpsetVersion; };
+  // The operator's since-version, up to the domain's current version. It documents the
+  // kernels; it cannot reject other imports: ORT builds one schema per op name, whose
+  // since-version is the start version of the first op registered under that name, resolves
+  // every import from there to 1000 to it, and picks kernels by that since-version (a model
+  // importing a version below it finds no such op, and the Python entry points reject it
+  // first with spec's message). A second op of the same name starting at another version
+  // thus never runs, and a second ai.lossgrad domain is refused ("Domain already set in
+  // registry").
+  op.GetStartVersion = [](const OrtCustomOp* o) { return self_of(o).since_version; };
   op.GetEndVersion = [](const OrtCustomOp*) { return kOpsetVersion; };
   return op;
 }

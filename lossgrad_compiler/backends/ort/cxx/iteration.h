@@ -9,7 +9,10 @@
 
 namespace lossgrad {
 
-constexpr int kNumOperands = 3;  // grad_output, self, target: the ins() of every generic
+// The ins() of a generic: grad_output, self, target, then an operator's optional inputs that
+// are present (weight, pos_weight). A variant declares all kNumOperands load types and uses;
+// those past its own operands are never read (kUses false).
+constexpr int kNumOperands = 5;
 
 struct Shape {
   int rank = 0;
@@ -103,12 +106,14 @@ inline void coalesce(Layout& l) {
   l = c;
 }
 
-// Values of one block: out[i] = V::value(a[i], b[i], c[i]).
+// Values of one block: out[i] = V::value(a[i], b[i], c[i], d[i], e[i]). An operand the
+// variant does not have is never read: its loads are dead once value() is inlined.
 template <class V, class R>
 inline void value_block(const typename V::L0* __restrict a, const typename V::L1* __restrict b,
-                        const typename V::L2* __restrict c, R* __restrict out, int64_t n,
+                        const typename V::L2* __restrict c, const typename V::L3* __restrict d,
+                        const typename V::L4* __restrict e, R* __restrict out, int64_t n,
                         const typename V::Params& p) {
-  for (int64_t i = 0; i < n; ++i) out[i] = V::value(a[i], b[i], c[i], p);
+  for (int64_t i = 0; i < n; ++i) out[i] = V::value(a[i], b[i], c[i], d[i], e[i], p);
 }
 
 // One operand's block buffer. A broadcast operand (stride 0, e.g. a 0-d grad_output) is
@@ -156,10 +161,15 @@ struct BlockLoads {
   OperandBlock<typename V::L0> b0;
   OperandBlock<typename V::L1> b1;
   OperandBlock<typename V::L2> b2;
+  OperandBlock<typename V::L3> b3;
+  OperandBlock<typename V::L4> b4;
   const typename V::L0* a0 = b0.buf;
   const typename V::L1* a1 = b1.buf;
   const typename V::L2* a2 = b2.buf;
-  // Operands the body never reads (KlDivBackward's self) are not loaded at all.
+  const typename V::L3* a3 = b3.buf;
+  const typename V::L4* a4 = b4.buf;
+  // Operands the body never reads (KlDivBackward's self, an absent optional input) are not
+  // loaded at all.
   void load(const Layout& l, const int64_t* offset, int inner_axis, int64_t n) {
     if constexpr (V::kUses0)
       a0 = b0.load(l.data[0], l.element[0], offset[0], l.stride[0][inner_axis], n);
@@ -167,13 +177,25 @@ struct BlockLoads {
       a1 = b1.load(l.data[1], l.element[1], offset[1], l.stride[1][inner_axis], n);
     if constexpr (V::kUses2)
       a2 = b2.load(l.data[2], l.element[2], offset[2], l.stride[2][inner_axis], n);
+    if constexpr (V::kUses3)
+      a3 = b3.load(l.data[3], l.element[3], offset[3], l.stride[3][inner_axis], n);
+    if constexpr (V::kUses4)
+      a4 = b4.load(l.data[4], l.element[4], offset[4], l.stride[4][inner_axis], n);
+  }
+  template <class R>
+  void values(R* out, int64_t n, const typename V::Params& p) const {
+    value_block<V>(a0, a1, a2, a3, a4, out, n, p);
   }
 };
 
 // An operand the body never reads gets stride 0 everywhere, so it cannot block coalescing.
 template <class V>
+inline constexpr bool kUses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2, V::kUses3,
+                                             V::kUses4};
+
+template <class V>
 inline void forget_unused(Layout& l) {
-  const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+  const bool* uses = kUses<V>;
   for (int op = 0; op < kNumOperands; ++op)
     if (!uses[op])
       for (int a = 0; a < l.rank; ++a) l.stride[op][a] = 0;
@@ -199,7 +221,7 @@ bool fuses_halves(const Layout& l) {
   if constexpr (!kFusesHalves<V>) {
     return false;
   } else {
-    const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+    const bool* uses = kUses<V>;
     const int inner = l.rank - 1;
     for (int op = 0; op < kNumOperands; ++op)
       if (uses[op] && (l.element[op] != kHalfElement<typename V::Out> ||
@@ -241,21 +263,28 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
   alignas(64) typename V::L0 a[kChunk] = {};
   alignas(64) typename V::L1 b[kChunk] = {};
   alignas(64) typename V::L2 c[kChunk] = {};
+  alignas(64) typename V::L3 d[kChunk] = {};
+  alignas(64) typename V::L4 e[kChunk] = {};
   alignas(64) float values[kChunk];
-  // One chunk whose operands start at s0, s1, s2 (kChunk elements each, read if used).
-  const auto chunk = [&](const H* s0, const H* s1, const H* s2, H* to) {
+  // One chunk whose operands start at s0..s4 (kChunk elements each, read if used).
+  const auto chunk = [&](const H* s0, const H* s1, const H* s2, const H* s3, const H* s4,
+                         H* to) {
     if constexpr (V::kUses0) widen_chunk(s0, a);
     if constexpr (V::kUses1) widen_chunk(s1, b);
     if constexpr (V::kUses2) widen_chunk(s2, c);
+    if constexpr (V::kUses3) widen_chunk(s3, d);
+    if constexpr (V::kUses4) widen_chunk(s4, e);
     // Kept a loop: fully unrolled early, it is left to the SLP vectoriser, which scalarised
     // some bodies (KlDivBackward's scale product); the loop vectoriser makes one vector step.
 #pragma GCC unroll 1
-    for (int j = 0; j < kChunk; ++j) values[j] = V::value(a[j], b[j], c[j], p);
+    for (int j = 0; j < kChunk; ++j) values[j] = V::value(a[j], b[j], c[j], d[j], e[j], p);
     narrow_chunk(values, to);
   };
-  const HalfStream<H> s0 = in[0], s1 = in[1], s2 = in[2];  // in registers, not reloaded
+  // in registers, not reloaded
+  const HalfStream<H> s0 = in[0], s1 = in[1], s2 = in[2], s3 = in[3], s4 = in[4];
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) chunk(s0.at(i), s1.at(i), s2.at(i), out + i);
+  for (; i + kChunk <= n; i += kChunk)
+    chunk(s0.at(i), s1.at(i), s2.at(i), s3.at(i), s4.at(i), out + i);
   if (i == n) return;
   // The last partial chunk: contiguous operands copied into zero-padded chunks.
   H padded[kNumOperands][kChunk] = {};
@@ -268,7 +297,7 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
     }
   }
   H tail[kChunk];
-  chunk(from[0], from[1], from[2], tail);
+  chunk(from[0], from[1], from[2], from[3], from[4], tail);
   std::copy(tail, tail + (n - i), out + i);
 }
 
@@ -286,7 +315,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     rest /= l.dim[a];
   }
   const bool fused = fuses_halves<V>(l);
-  const bool uses[kNumOperands] = {V::kUses0, V::kUses1, V::kUses2};
+  const bool* uses = kUses<V>;
   HalfStream<Out> halves[kNumOperands];
   BlockLoads<V> in;
   Val values[kBlock];
@@ -294,7 +323,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
   int64_t pos = begin;
   while (pos < end) {
     const int64_t n = std::min({l.dim[inner] - idx[inner], end - pos, kBlock});
-    int64_t offset[kNumOperands] = {0, 0, 0};
+    int64_t offset[kNumOperands] = {};
     for (int a = 0; a < l.rank; ++a)
       for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
     Out* out = stream ? staged : static_cast<Out*>(l.out) + pos;
@@ -307,9 +336,9 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     } else {
       in.load(l, offset, inner, n);
       if constexpr (std::is_same_v<Out, Val>) {
-        value_block<V>(in.a0, in.a1, in.a2, out, n, p);
+        in.values(out, n, p);
       } else {
-        value_block<V>(in.a0, in.a1, in.a2, values, n, p);
+        in.values(values, n, p);
         store_block(out, values, n);
       }
     }
@@ -384,7 +413,7 @@ void reduce_range(const ReduceLayout& r, const typename V::Params& p, int64_t be
   Val acc[kBlock];
   int64_t o = begin;
   while (o < end) {
-    int64_t base[kNumOperands] = {0, 0, 0};
+    int64_t base[kNumOperands] = {};
     for (int j = 0; j < r.num_parallel; ++j)
       for (int op = 0; op < kNumOperands; ++op) base[op] += pidx[j] * l.stride[op][r.parallel[j]];
     const int64_t n = inner_parallel
@@ -394,13 +423,14 @@ void reduce_range(const ReduceLayout& r, const typename V::Params& p, int64_t be
     for (int64_t i = 0; i < n; ++i) acc[i] = init;
     int64_t ridx[kMaxRank] = {};
     for (;;) {  // reduced points in row-major order of the iteration space
-      int64_t offset[kNumOperands] = {base[0], base[1], base[2]};
+      int64_t offset[kNumOperands];
+      for (int op = 0; op < kNumOperands; ++op) offset[op] = base[op];
       for (int j = 0; j < outer_reduced; ++j)
         for (int op = 0; op < kNumOperands; ++op)
           offset[op] += ridx[j] * l.stride[op][r.reduced[j]];
       if (inner_parallel) {
         in.load(l, offset, inner, n);
-        value_block<V>(in.a0, in.a1, in.a2, values, n, p);
+        in.values(values, n, p);
         accumulate_vector<V>(acc, values, n);
       } else {
         for (int64_t k = 0; k < l.dim[inner]; k += kBlock) {
@@ -408,7 +438,7 @@ void reduce_range(const ReduceLayout& r, const typename V::Params& p, int64_t be
           int64_t at[kNumOperands];
           for (int op = 0; op < kNumOperands; ++op) at[op] = offset[op] + k * l.stride[op][inner];
           in.load(l, at, inner, m);
-          value_block<V>(in.a0, in.a1, in.a2, values, m, p);
+          in.values(values, m, p);
           Val s = acc[0];
           for (int64_t i = 0; i < m; ++i) s = V::combine(s, values[i]);
           acc[0] = s;

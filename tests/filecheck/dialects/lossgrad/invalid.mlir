@@ -97,3 +97,39 @@
 %g = lossgrad.kl_div_backward %dy, %x, %t : tensor<f32>, tensor<*xf32>, tensor<4xf32> -> tensor<4xf32>
 // CHECK:      operand 'self_' at position 1 does not verify:
 // CHECK-NEXT: tensor<*xf32> should be of base attribute tensor
+
+// -----
+
+%dy, %x, %t = "test.op"() : () -> (tensor<f32>, tensor<4xf32>, tensor<4xf32>)
+%g = lossgrad.huber_loss_backward %dy, %x, %t delta = 0.000000e+00 : tensor<f32>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+// CHECK: HuberLossBackward: attribute 'delta': must be a float > 0 (not NaN), got 0.0 [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t = "test.op"() : () -> (tensor<f32>, tensor<4xf32>, tensor<4xf32>)
+%g = lossgrad.mse_loss_backward %dy, %x, %t reduction = batchmean : tensor<f32>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+// CHECK: MseLossBackward: attribute 'reduction': must be one of 'none', 'mean', 'sum', got 'batchmean' [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t = "test.op"() : () -> (tensor<f32>, tensor<3xf32>, tensor<2x3xf32>)
+%g = lossgrad.binary_cross_entropy_backward %dy, %x, %t : tensor<f32>, tensor<3xf32>, tensor<2x3xf32> -> tensor<3xf32>
+// CHECK: BinaryCrossEntropyBackward: target: shape [2, 3] must broadcast to self [3] without enlarging it (rank 2 > 1) [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %w = "test.op"() : () -> (tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xf32>)
+%g = lossgrad.binary_cross_entropy_backward %dy, %x, %t weight %w : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4xf32> -> tensor<2x3xf32>
+// CHECK: BinaryCrossEntropyBackward: weight and self: shapes weight [4], self [2, 3] do not broadcast (axis -1: 4 vs 3) [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %p = "test.op"() : () -> (tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xi32>)
+%g = lossgrad.binary_cross_entropy_with_logits_backward %dy, %x, %t pos_weight %p : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xi32> -> tensor<2x3xf32>
+// CHECK: BinaryCrossEntropyWithLogitsBackward: pos_weight: element type must be one of float16, bfloat16, float32, float64, got i32 [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t = "test.op"() : () -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+%g = lossgrad.binary_cross_entropy_backward %dy, %x, %t : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf64>
+// CHECK: BinaryCrossEntropyBackward: result: type must be tensor<2x3xf32> (derived from the operands), got tensor<2x3xf64> [aclnn 161002 ACLNN_ERR_PARAM_INVALID]

@@ -59,3 +59,57 @@ func.func @smooth_beta_zero_rank8(%dy: tensor<f16>, %x: tensor<1x2x1x2x1x2x1x2xf
 }
 // CHECK-LABEL: func.func @smooth_beta_zero_rank8(
 // CHECK:         lossgrad.smooth_l1_loss_backward {{.*}} reduction = none beta = 0.000000e+00 : tensor<f16>, tensor<1x2x1x2x1x2x1x2xf16>, tensor<2x1x2x1x2x1x2x1xf16> -> tensor<2x2x2x2x2x2x2x2xf16>
+
+func.func @mse_defaults(%dy: tensor<f32>, %x: tensor<?x3xf32>, %t: tensor<3xf16>) -> tensor<?x3xf32> {
+  %g = lossgrad.mse_loss_backward %dy, %x, %t : tensor<f32>, tensor<?x3xf32>, tensor<3xf16> -> tensor<?x3xf32>
+  func.return %g : tensor<?x3xf32>
+}
+// CHECK-LABEL: func.func @mse_defaults(
+// CHECK:         lossgrad.mse_loss_backward %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<?x3xf32>, tensor<3xf16> -> tensor<?x3xf32>
+// GENERIC:       "lossgrad.mse_loss_backward"(%{{.*}}, %{{.*}}, %{{.*}}) <{reduction = #lossgrad<reduction mean>}>
+
+func.func @huber_delta(%dy: tensor<2x3xbf16>, %x: tensor<2x3xbf16>, %t: tensor<2x3xbf16>) -> tensor<2x3xbf16> {
+  %g = lossgrad.huber_loss_backward %dy, %x, %t reduction = none delta = 2.500000e-01 : tensor<2x3xbf16>, tensor<2x3xbf16>, tensor<2x3xbf16> -> tensor<2x3xbf16>
+  func.return %g : tensor<2x3xbf16>
+}
+// CHECK-LABEL: func.func @huber_delta(
+// CHECK:         lossgrad.huber_loss_backward %{{.*}}, %{{.*}}, %{{.*}} reduction = none delta = 2.500000e-01 : tensor<2x3xbf16>, tensor<2x3xbf16>, tensor<2x3xbf16> -> tensor<2x3xbf16>
+// GENERIC:       "lossgrad.huber_loss_backward"(%{{.*}}, %{{.*}}, %{{.*}}) <{reduction = #lossgrad<reduction none>, delta = 2.500000e-01 : f64}>
+
+func.func @soft_margin(%dy: tensor<4xf64>, %x: tensor<4xf64>, %t: tensor<4xf64>) -> tensor<4xf64> {
+  %g = lossgrad.soft_margin_loss_backward %dy, %x, %t reduction = sum : tensor<4xf64>, tensor<4xf64>, tensor<4xf64> -> tensor<4xf64>
+  func.return %g : tensor<4xf64>
+}
+// CHECK-LABEL: func.func @soft_margin(
+// CHECK:         lossgrad.soft_margin_loss_backward %{{.*}}, %{{.*}}, %{{.*}} reduction = sum : tensor<4xf64>, tensor<4xf64>, tensor<4xf64> -> tensor<4xf64>
+
+func.func @bce_no_weight(%dy: tensor<f32>, %x: tensor<2x3xf16>, %t: tensor<3xf32>) -> tensor<2x3xf16> {
+  %g = lossgrad.binary_cross_entropy_backward %dy, %x, %t : tensor<f32>, tensor<2x3xf16>, tensor<3xf32> -> tensor<2x3xf16>
+  func.return %g : tensor<2x3xf16>
+}
+// CHECK-LABEL: func.func @bce_no_weight(
+// CHECK:         lossgrad.binary_cross_entropy_backward %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<2x3xf16>, tensor<3xf32> -> tensor<2x3xf16>
+// GENERIC:       "lossgrad.binary_cross_entropy_backward"(%{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>, reduction = #lossgrad<reduction mean>}>
+
+func.func @bce_weight(%dy: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<2x3xf32>, %w: tensor<3xbf16>) -> tensor<2x3xf32> {
+  %g = lossgrad.binary_cross_entropy_backward %dy, %x, %t weight %w reduction = sum : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xbf16> -> tensor<2x3xf32>
+  func.return %g : tensor<2x3xf32>
+}
+// CHECK-LABEL: func.func @bce_weight(
+// CHECK:         lossgrad.binary_cross_entropy_backward %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} reduction = sum : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xbf16> -> tensor<2x3xf32>
+// GENERIC:       "lossgrad.binary_cross_entropy_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{reduction = #lossgrad<reduction sum>, operandSegmentSizes = array<i32: 1, 1, 1, 1>}>
+
+func.func @bce_logits_pos_weight_only(%dy: tensor<f32>, %x: tensor<2x3xf32>, %t: tensor<2x3xf32>, %p: tensor<3xf32>) -> tensor<2x3xf32> {
+  %g = lossgrad.binary_cross_entropy_with_logits_backward %dy, %x, %t pos_weight %p : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  func.return %g : tensor<2x3xf32>
+}
+// CHECK-LABEL: func.func @bce_logits_pos_weight_only(
+// CHECK:         lossgrad.binary_cross_entropy_with_logits_backward %{{.*}}, %{{.*}}, %{{.*}} pos_weight %{{.*}} : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+// GENERIC:       "lossgrad.binary_cross_entropy_with_logits_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1>, reduction = #lossgrad<reduction mean>}>
+
+func.func @bce_logits_both(%dy: tensor<2x3xf32>, %x: tensor<2x3xf32>, %t: tensor<2x3xf32>, %w: tensor<2x3xf32>, %p: tensor<3xf32>) -> tensor<2x3xf32> {
+  %g = lossgrad.binary_cross_entropy_with_logits_backward %dy, %x, %t weight %w pos_weight %p reduction = none : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  func.return %g : tensor<2x3xf32>
+}
+// CHECK-LABEL: func.func @bce_logits_both(
+// CHECK:         lossgrad.binary_cross_entropy_with_logits_backward %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} pos_weight %{{.*}} reduction = none : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
