@@ -30,7 +30,9 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
-from lossgrad_compiler.fusion.forms import FORMS, SMOOTH_L1, Form
+from lossgrad_compiler.fusion.factors import family_scale, is_candidate
+from lossgrad_compiler.fusion.family_forms import ALL_FORMS
+from lossgrad_compiler.fusion.forms import SMOOTH_L1, Form
 from lossgrad_compiler.fusion.graph import (
     GraphIndex,
     ValueType,
@@ -175,8 +177,8 @@ class _Fuser:
     def _try_root(self, root: NodeProto) -> _Plan | _Left | None:
         first_reason: _Left | None = None
         for tail in self._tails(root):
-            for form in FORMS:
-                if tail.sums is not None and form.op_type == SMOOTH_L1:
+            for form in ALL_FORMS:
+                if tail.sums is not None and not spec.OPERATORS[form.op_type].sums_result:
                     continue
                 for binding in self.matcher.match(form.pattern, tail.core):
                     outcome = self._plan(root, tail, form, binding)
@@ -247,7 +249,7 @@ class _Fuser:
         def left(reason: str) -> _Left:
             return _Left(LeftAlone(form.op_type, output, reason), {id(n) for n in region})
 
-        if not form.when(binding):
+        if not form.when(binding) or (form.scaling and not is_candidate(self.scales, binding)):
             return None
         if form.report_only:
             # a known gradient left as written: nothing inside it is fused piecemeal either
@@ -256,8 +258,9 @@ class _Fuser:
         attrs = form.attributes(binding)
         if isinstance(attrs, str):
             return left(attrs)
-        if "beta" in attrs and float(np.float32(attrs["beta"])) != attrs["beta"]:
-            return left(f"beta {attrs['beta']!r} is not a float32 (the attribute's width)")
+        for name in ("beta", "delta"):
+            if name in attrs and float(np.float32(attrs[name])) != attrs[name]:
+                return left(f"{name} {attrs[name]!r} is not a float32 (the attribute's width)")
         opset = self.index.onnx_opset
         if opset is not None and opset < MIN_ONNX_OPSET:
             self.claimed |= {id(n) for n in region}
@@ -526,7 +529,13 @@ class _Fuser:
             operands = [promoted, *([s_type.float_type] if s_type and s_type.float_type else [])]
             required = spec.compute_type(spec.promote_types(operands))
         scales = [Scale(1.0, "sum")]
-        if s_value is not None:
+        if form.scaling:
+            shapes = (self_type.shape, target_type.shape)
+            family = family_scale(self.scales, form, binding, shapes, required)  # type: ignore[arg-type]
+            if isinstance(family, str):
+                return family
+            scales = [family]
+        elif s_value is not None:
             shapes = (self_type.shape, target_type.shape)
             found = self.scales.find(form.op_type, s_value, *shapes, required)  # type: ignore[arg-type]
             # S itself as grad_output (reduction none) is always the graph's arithmetic

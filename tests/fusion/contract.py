@@ -163,12 +163,17 @@ class Terms:
 
 def _term_values(terms: Terms) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """(|terms| over the iteration space, exp(t) there, the result shape), in long double."""
-    arrays = {n: np.asarray(terms.values[n]) for n in spec.INPUT_NAMES}
+    arrays = {n: np.asarray(v) for n, v in terms.values.items() if v is not None}
     infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in arrays.items()}
     checked = spec.validate(terms.op_type, infos, terms.attrs)
     space = tuple(int(d) for d in checked.iteration_shape)  # type: ignore[union-attr]
     result = tuple(int(d) for d in checked.result_shape)  # type: ignore[union-attr]
     go, x, t = (np.broadcast_to(arrays[n].astype(HP), space) for n in spec.INPUT_NAMES)
+    extra = {  # the optional inputs
+        n: np.broadcast_to(a.astype(HP), space)
+        for n, a in arrays.items()
+        if n not in spec.INPUT_NAMES
+    }
     self_shape = tuple(int(d) for d in checked.shapes["self"])  # type: ignore[union-attr]
     b = tuple(int(d) for d in checked.broadcast_shape)  # type: ignore[union-attr]
     scale = reduction_scale(checked.reduction, self_shape, b)
@@ -183,6 +188,8 @@ def _term_values(terms: Terms) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]
                 m = ge * e * (np.abs(t) + 1 + np.abs(x))
             else:
                 m = np.where(t == 0, HP(0), ge * (np.abs(np.log(t)) + 1 + np.abs(x)))
+        elif terms.op_type in FAMILY_TERMS:
+            m = FAMILY_TERMS[terms.op_type](ge, x, t, extra, attrs)
         else:
             beta = HP(attrs["beta"])
             if beta == 0:
@@ -191,6 +198,17 @@ def _term_values(terms: Terms) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]
                 inside = np.abs(x - t) <= beta
                 m = np.where(inside, ge * (1 + (np.abs(x) + np.abs(t)) / beta), ge)
     return np.broadcast_to(m, space), np.broadcast_to(e, space), result
+
+
+def _mse(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str, Any]) -> Any:
+    """2|ge|(|x| + |t|): ((x - t)*(2/n))*g."""
+    return 2 * ge * (np.abs(x) + np.abs(t))
+
+
+FAMILY_TERMS = {"MseLossBackward": _mse}
+"""M of the loss family's operators (the sizes of the terms an element is made of, as in
+tests/helpers/magnitude.py), from |ge| = |grad_output| * scale, self, target and the
+optional inputs."""
 
 
 def _sum_to(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -40,7 +40,7 @@ from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.fusion import fuse
-from lossgrad_compiler.fusion.forms import FORMS
+from lossgrad_compiler.fusion.family_forms import ALL_FORMS
 from tests.fusion.contract import Subject, check_fusion, wrong_compute_types
 from tests.fusion.graphs import Recipe, build, feeds, np_type, special_values
 from tests.fusion.strategies import (
@@ -123,8 +123,10 @@ def _values(shape: tuple[int, ...], dtype: Any, compute: Any, beta: float, rng: 
 
 @settings(max_examples=max(1, EXAMPLES // 3), **SETTINGS)
 @given(
-    # the operators with fusion forms (the loss family's come with issue 26's fusion work)
-    case=calls(ops=sorted({f.op_type for f in FORMS}), dtypes=(np.float16, np.float32, np.float64)),
+    # the operators with fusion forms
+    case=calls(
+        ops=sorted({f.op_type for f in ALL_FORMS}), dtypes=(np.float16, np.float32, np.float64)
+    ),
     opset=st.sampled_from([13, 15, 17, 19, 21]),
     perturb=st.sets(st.sampled_from(["saturate", "reader", "collide", "nudge"])),
     pick=st.integers(0, 50),
@@ -174,8 +176,14 @@ EXPORTED_STEPS = [
     ("smooth_l1", "input", "sum", {"beta": 2.0}),
     ("smooth_l1", "input", "none", {"beta": 1.0}),
     ("smooth_l1", "input", "mean", {"beta": 0.0}),
+    ("mse", "input", "mean", {}),
+    ("mse", "input", "none", {}),
 ]
-OPERATOR = {("kl_div", "input"): "KlDivBackward", ("kl_div", "target"): "KlDivTargetBackward"}
+OPERATOR = {
+    ("kl_div", "input"): "KlDivBackward",
+    ("kl_div", "target"): "KlDivTargetBackward",
+    ("mse", "input"): "MseLossBackward",
+}
 
 
 @functools.cache
