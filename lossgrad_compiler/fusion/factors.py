@@ -54,12 +54,12 @@ def family_scale(
             f"converted once to {compute.name}"
         )
     f_value = binding.values.get("F")
-    if f_value is None:
-        return unscaled
-    k = form.numerator
     reason = _folded_branches(binding, f_value, finder, compute)
     if reason:
         return reason
+    if f_value is None:
+        return unscaled
+    k = form.numerator
     number = uniform(finder.index.constant(f_value))
     if number is not None:
         if mean is not None and mean[1] == () and number == _k_over_n(k, mean[0], compute):
@@ -104,15 +104,16 @@ def _computed_k_over_n(
 
 
 def _folded_branches(
-    binding: Binding, f_value: str, finder: ScaleFinder, compute: spec.FloatType
+    binding: Binding, f_value: str | None, finder: ScaleFinder, compute: spec.FloatType
 ) -> str:
     """HuberLossBackward with static shapes: the exporter folds the clamped branches
     (g*s)*delta and (g*(-s))*delta into constants. They must be what the kernel computes
-    from the factor F (s, or g with s = 1): F*delta and (-F)*delta rounded in C."""
+    from the factor F (s, or g with s = 1; 1 where the linear branch is d alone): F*delta
+    and (-F)*delta rounded in C."""
     numbers = binding.numbers
     if "above" not in numbers:
         return ""
-    factor = uniform(finder.index.constant(f_value))
+    factor = uniform(finder.index.constant(f_value)) if f_value is not None else 1.0
     if factor is None:
         return "the clamped branches are constants but the factor of the linear one is not"
     c = compute.dtype.type

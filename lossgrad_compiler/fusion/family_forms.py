@@ -15,12 +15,24 @@ from typing import Any
 
 from lossgrad_compiler.fusion.factors import RECIPROCAL
 from lossgrad_compiler.fusion.forms import FORMS, D, Form, S, _fixed
-from lossgrad_compiler.fusion.patterns import Op, P, Pattern, Var
+from lossgrad_compiler.fusion.patterns import (
+    OPTIONAL_WIDENING_CAST,
+    VARIES,
+    Binding,
+    Const,
+    Lit,
+    Op,
+    P,
+    Pattern,
+    Var,
+)
 
 F = Var("F")  # a factor k/n, or k where nothing is scaled
 N = Var("N")  # a divisor n
 
 MSE = "MseLossBackward"
+HUBER = "HuberLossBackward"
+DELTA = Const("delta")
 
 
 def _family(op_type: str, patterns: list[Pattern], **fields: Any) -> tuple[Form, ...]:
@@ -35,8 +47,66 @@ def _mse_patterns() -> list[Pattern]:
     return [P.Mul(scaled, S), scaled]
 
 
+def _huber_forms() -> tuple[Form, ...]:
+    """where(d < -delta, (g*(-s))*delta, where(d > delta, (g*s)*delta, (d*s)*g)), PyTorch's
+    huber_loss_backward. With g or s the constant 1 the exporter writes F for the one left
+    (F*(-1) for -F where g is a tensor of ones), drops a product by delta = 1, and for
+    static shapes folds both clamped branches into constants (factors.py checks them)."""
+    insides: list[Pattern] = [P.Mul(D, F), D]
+    aboves: list[Pattern] = [P.Mul(F, DELTA), F, Const("above")]
+    # -s computed before a widening Cast (float64 steps with a float32 scale) is exact too
+    negated = [Op(OPTIONAL_WIDENING_CAST, (P.Neg(F),)), P.Mul(F, Lit(-1.0))]
+    belows: list[Pattern] = [*(P.Mul(n, DELTA) for n in negated), *negated, Const("below")]
+    found = []
+    for inside in insides:
+        for above in aboves:
+            for below in belows:
+                folded = isinstance(above, Const), isinstance(below, Const)
+                if folded[0] != folded[1] or (inside == D and not folded[0]):
+                    continue  # both clamped branches folded, or neither (with F)
+                upper = P.Where(P.Greater(D, DELTA), above, inside)
+                pattern = P.Where(P.Less(D, Const("neg_delta")), below, upper)
+                # a clamped branch without its product by delta: delta is 1
+                unit = not folded[0] and (above == F or below in negated)
+                found.append(
+                    Form(
+                        HUBER,
+                        "pytorch",
+                        pattern,
+                        _delta_one if unit else _delta,
+                        scaling=RECIPROCAL,
+                        numerator=1.0,
+                        factor_is_grad_output=True,
+                    )
+                )
+    return tuple(found)
+
+
+def _delta(binding: Binding) -> dict[str, Any] | str:
+    """delta from the upper threshold; the lower one must be -delta."""
+    numbers = binding.numbers
+    delta = numbers["delta"]
+    if VARIES in numbers.values():
+        return "a threshold or a folded branch is not one number (delta would differ per element)"
+    assert isinstance(delta, float)
+    if not 0 < delta < float("inf"):
+        return f"the threshold {delta!r} is not a delta > 0"
+    if numbers["neg_delta"] != -delta:
+        return f"the thresholds {numbers['neg_delta']!r} and {delta!r} are not -delta and delta"
+    return {"delta": delta}
+
+
+def _delta_one(binding: Binding) -> dict[str, Any] | str:
+    """A clamped branch written without its product by delta: the threshold must be 1."""
+    found = _delta(binding)
+    if isinstance(found, dict) and found["delta"] != 1.0:
+        return f"a clamped branch is not multiplied by delta = {found['delta']!r}"
+    return found
+
+
 FAMILY_FORMS: tuple[Form, ...] = (
     *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
+    *_huber_forms(),
 )
 
 ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)

@@ -178,11 +178,14 @@ EXPORTED_STEPS = [
     ("smooth_l1", "input", "mean", {"beta": 0.0}),
     ("mse", "input", "mean", {}),
     ("mse", "input", "none", {}),
+    ("huber", "input", "mean", {"delta": 0.5}),
+    ("huber", "input", "none", {"delta": 1.0}),
 ]
 OPERATOR = {
     ("kl_div", "input"): "KlDivBackward",
     ("kl_div", "target"): "KlDivTargetBackward",
     ("mse", "input"): "MseLossBackward",
+    ("huber", "input"): "HuberLossBackward",
 }
 
 
@@ -241,7 +244,7 @@ def test_exported_steps_keep_the_contract(
     compute = np.float64 if dtype == "float64" else np.float32
     if dtype == "float16" and loss == "kl_div":
         compute = np.float16  # the exporter computes the KL gradients in float16
-    beta = float(attrs.get("beta", 0.0))
+    beta = float(attrs.get("beta", attrs.get("delta", 0.0)))
     inputs = {i.name: _values(shape, np_dtype, compute, beta, rng) for i in model.graph.input[:2]}
     if "collide" in perturb:
         inputs["flag"] = np.asarray(seed % 2 == 0)

@@ -21,8 +21,8 @@ from lossgrad_compiler import fuse, spec  # noqa: E402
 from lossgrad_compiler.torch import export_training_step  # noqa: E402
 from tests.fusion.steps import loss_gradient_step  # noqa: E402
 
-OPS = {"mse": "MseLossBackward"}
-ATTRS: dict[str, dict[str, Any]] = {"mse": {}}
+OPS = {"mse": "MseLossBackward", "huber": "HuberLossBackward"}
+ATTRS: dict[str, dict[str, Any]] = {"mse": {}, "huber": {"delta": 0.5}}
 
 
 @functools.cache
@@ -61,6 +61,13 @@ def scale_constant(model: onnx.ModelProto, holding: float, by: float) -> None:
     init.CopyFrom(numpy_helper.from_array((value * by).astype(value.dtype), init.name))
 
 
+def one_element(model: onnx.ModelProto, holding: float, value: float) -> None:
+    init = constant(model, holding)
+    array = numpy_helper.to_array(init).copy()
+    array.reshape(-1)[-1] = value
+    init.CopyFrom(numpy_helper.from_array(array, init.name))
+
+
 def integer_constant(model: onnx.ModelProto, holding: int, plus: int) -> None:
     for init in model.graph.initializer:
         value = numpy_helper.to_array(init)
@@ -94,6 +101,16 @@ NEAR_MISSES: list[tuple[str, str, bool, str, Mutation, str]] = [
     ("mse", "mean", True, "2/(n+5)", lambda m: integer_constant(m, 5, 1), "neither"),
     ("mse", "none", False, "3 for 2", lambda m: scale_constant(m, 2.0, 1.5), "neither"),
     ("mse", "mean", False, "x - t read", lambda m: read_elsewhere(m, "Sub"), "also read by"),
+    # static: where(d < -0.5, -0.025, where(d > 0.5, 0.025, d*0.05)) for n = 20
+    ("huber", "mean", False, "swapped", swap_where, ""),
+    ("huber", "mean", False, "above 0.0275", lambda m: scale_constant(m, 0.025, 1.1), "clamped"),
+    ("huber", "mean", False, "lower -0.6", lambda m: scale_constant(m, -0.5, 1.2), "-delta"),
+    ("huber", "mean", False, "x - t read", lambda m: read_elsewhere(m, "Sub"), "also read by"),
+    ("huber", "mean", True, "swapped", swap_where, ""),
+    ("huber", "mean", True, "outer swapped", lambda m: swap_where(m, 1), ""),
+    ("huber", "sum", False, "upper 0.6", lambda m: scale_constant(m, 0.5, 1.2), ""),
+    ("huber", "none", False, "below -1", lambda m: scale_constant(m, -0.5, 2.0), "clamped"),
+    ("huber", "none", False, "one below -1", lambda m: one_element(m, -0.5, -1.0), "one number"),
 ]
 
 
@@ -110,5 +127,52 @@ def test_near_miss_is_left_with_its_reason(
     model = copy(original)
     mutation(model)
     ops, lines = fused_ops(model)
-    assert ops == [], lines
+    # a part may still be some operator's arithmetic (-s*delta is a KlDivBackward's)
+    assert OPS[loss] not in ops, lines
     assert any(reason in line for line in lines[1:]), lines
+
+
+def test_huber_with_another_scale_takes_it_as_grad_output() -> None:
+    """A factor 1.5/n is not the mean's 1/n, but where(d < -delta, (-F)*delta, where(d >
+    delta, F*delta, d*F)) is the operator's arithmetic with grad_output F: fused with
+    reduction none, under the contract."""
+    from tests.fusion.contract import Subject, check_fusion
+
+    model = copy(exported("huber", "mean", True))
+    scale_constant(model, 1.0, 1.5)  # the numerator of Div(1, n)
+    fused, report = fuse(model)
+    [node_] = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node_.attribute}
+    assert attrs["reduction"] == b"none", report.lines()
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(3, 2, 5)).astype(np.float32) * np.float32(0.7)
+    values[0, 0, :3] = [np.inf, np.nan, 3e38]
+    feeds = {"x": values[0], "t": values[1]}
+    names = {"grad_output": None, "self": "x", "target": "t"}
+    subject = Subject(
+        model,
+        "HuberLossBackward",
+        {"delta": 0.5, "reduction": "mean"},
+        names,
+        np.float32,
+        model.graph.output[0].name,
+    )
+    assert not check_fusion(subject, fused, feeds)
+
+
+def test_huber_branch_without_delta_needs_delta_one() -> None:
+    """With delta = 1 the exporter writes the clamped branches F and -F; the same graph with
+    thresholds 2 and -2 computes F where the operator computes F*2."""
+    step = loss_gradient_step("huber", "input", "mean", delta=1.0)
+    x, t = torch.randn(4, 5), torch.randn(4, 5)
+    shapes = {"x": {0: "batch"}, "t": {0: "batch"}}
+    model, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
+    assert fused_ops(model)[0] == ["HuberLossBackward"]
+    for op_type, value in (("Greater", 2.0), ("Less", -2.0)):
+        compare = node(model, op_type)
+        name = f"threshold_{op_type}"
+        model.graph.initializer.append(numpy_helper.from_array(np.float32(value), name))
+        compare.input[1] = name
+    ops, lines = fused_ops(model)
+    assert "HuberLossBackward" not in ops
+    assert any("not multiplied by delta" in line for line in lines), lines
