@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lossgrad_compiler.fusion.factors import RECIPROCAL
-from lossgrad_compiler.fusion.forms import FORMS, D, Form, S, _fixed
+from lossgrad_compiler.fusion.factors import DIVISOR, RECIPROCAL
+from lossgrad_compiler.fusion.forms import FORMS, D, Form, S, T, X, _fixed
 from lossgrad_compiler.fusion.patterns import (
     OPTIONAL_WIDENING_CAST,
     VARIES,
@@ -32,6 +32,7 @@ N = Var("N")  # a divisor n
 
 MSE = "MseLossBackward"
 HUBER = "HuberLossBackward"
+SOFT_MARGIN = "SoftMarginLossBackward"
 DELTA = Const("delta")
 
 
@@ -104,9 +105,22 @@ def _delta_one(binding: Binding) -> dict[str, Any] | str:
     return found
 
 
+def _divided(patterns: list[Pattern]) -> list[Pattern]:
+    """Each pattern divided by n at the end (mean), then as it is (none, sum)."""
+    return [*(P.Div(p, N) for p in patterns), *patterns]
+
+
+def _soft_margin_patterns() -> list[Pattern]:
+    """(t*g)*(sigmoid(t*x) - 1), PyTorch's soft_margin_loss_backward; g dropped where it is
+    1 (t*1 is t)."""
+    margin = P.Sub(P.Sigmoid(P.Mul(T, X)), Lit(1.0))
+    return _divided([P.Mul(P.Mul(T, S), margin), P.Mul(T, margin)])
+
+
 FAMILY_FORMS: tuple[Form, ...] = (
     *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
     *_huber_forms(),
+    *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
 )
 
 ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)

@@ -54,7 +54,7 @@ MIN_ONNX_OPSET = 13
 # the operations that round their result (the others fusion reads are exact: Neg, Abs,
 # Sign, comparisons, Where, Expand, Reshape, Identity, widening Casts)
 SCALING = ("mean", "batchmean")  # reductions whose scale the node multiplies grad_output by
-ROUNDING_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Exp", "Log", "ReduceSum"})
+ROUNDING_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Exp", "Log", "Sigmoid", "ReduceSum"})
 
 
 @dataclass

@@ -180,12 +180,14 @@ EXPORTED_STEPS = [
     ("mse", "input", "none", {}),
     ("huber", "input", "mean", {"delta": 0.5}),
     ("huber", "input", "none", {"delta": 1.0}),
+    ("soft_margin", "input", "mean", {}),
 ]
 OPERATOR = {
     ("kl_div", "input"): "KlDivBackward",
     ("kl_div", "target"): "KlDivTargetBackward",
     ("mse", "input"): "MseLossBackward",
     ("huber", "input"): "HuberLossBackward",
+    ("soft_margin", "input"): "SoftMarginLossBackward",
 }
 
 

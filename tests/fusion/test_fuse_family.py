@@ -21,8 +21,12 @@ from lossgrad_compiler import fuse, spec  # noqa: E402
 from lossgrad_compiler.torch import export_training_step  # noqa: E402
 from tests.fusion.steps import loss_gradient_step  # noqa: E402
 
-OPS = {"mse": "MseLossBackward", "huber": "HuberLossBackward"}
-ATTRS: dict[str, dict[str, Any]] = {"mse": {}, "huber": {"delta": 0.5}}
+OPS = {
+    "mse": "MseLossBackward",
+    "huber": "HuberLossBackward",
+    "soft_margin": "SoftMarginLossBackward",
+}
+ATTRS: dict[str, dict[str, Any]] = {"mse": {}, "huber": {"delta": 0.5}, "soft_margin": {}}
 
 
 @functools.cache
@@ -87,6 +91,11 @@ def read_elsewhere(model: onnx.ModelProto, op_type: str) -> None:
     model.graph.output.append(onnx.helper.make_empty_tensor_value_info(value))
 
 
+def swap_inputs(model: onnx.ModelProto, op_type: str) -> None:
+    found = node(model, op_type)
+    found.input[0], found.input[1] = found.input[1], found.input[0]
+
+
 def swap_where(model: onnx.ModelProto, index: int = 0) -> None:
     where = node(model, "Where", index)
     where.input[1], where.input[2] = where.input[2], where.input[1]
@@ -110,6 +119,12 @@ NEAR_MISSES: list[tuple[str, str, bool, str, Mutation, str]] = [
     ("huber", "mean", True, "outer swapped", lambda m: swap_where(m, 1), ""),
     ("huber", "sum", False, "upper 0.6", lambda m: scale_constant(m, 0.5, 1.2), ""),
     ("huber", "none", False, "below -1", lambda m: scale_constant(m, -0.5, 2.0), "clamped"),
+    # (t*(sigmoid(t*x) - 1))/20
+    ("soft_margin", "mean", False, "/21", lambda m: scale_constant(m, 20.0, 21 / 20), ""),
+    ("soft_margin", "mean", True, "/(n+5)", lambda m: integer_constant(m, 5, 1), ""),
+    ("soft_margin", "sum", False, "- 1.5", lambda m: scale_constant(m, 1.0, 1.5), ""),
+    ("soft_margin", "mean", False, "sigmoid read", lambda m: read_elsewhere(m, "Sigmoid"), "also"),
+    ("soft_margin", "mean", False, "1 - sigmoid", lambda m: swap_inputs(m, "Sub"), ""),
     ("huber", "none", False, "one below -1", lambda m: one_element(m, -0.5, -1.0), "one number"),
 ]
 
@@ -126,10 +141,39 @@ def test_near_miss_is_left_with_its_reason(
     assert fused_ops(original)[0] == [OPS[loss]]  # the unchanged graph fuses
     model = copy(original)
     mutation(model)
-    ops, lines = fused_ops(model)
-    # a part may still be some operator's arithmetic (-s*delta is a KlDivBackward's)
-    assert OPS[loss] not in ops, lines
-    assert any(reason in line for line in lines[1:]), lines
+    fused, report = fuse(model)
+    lines = report.lines()
+    # the gradient's output is not the operator's; a part may still be some operator's
+    # arithmetic (-s*delta is a KlDivBackward's, t*(sigmoid(t*x) - 1) before a division by
+    # 21 a SoftMarginLossBackward with reduction sum)
+    output = model.graph.output[0].name
+    assert not [n for n in fused.graph.node if n.domain == spec.DOMAIN and output in n.output]
+    if reason:
+        assert any(reason in line for line in lines[1:]), lines
+    assert_contract(model, fused, loss, reduction)
+
+
+def assert_contract(
+    model: onnx.ModelProto, fused: onnx.ModelProto, loss: str, reduction: str
+) -> None:
+    """The fused model keeps docs/fusion.md's contract against the (mutated) original on
+    random values and specials."""
+    from tests.fusion.contract import Subject, check_fusion
+    from tests.fusion.graphs import special_values
+
+    rng = np.random.default_rng(4)
+    specials = special_values(np.float32, np.float32, 0.5)
+    feeds = {}
+    for i in model.graph.input:
+        values = rng.normal(0.0, 2.0, (4, 5))
+        values = np.where(rng.random((4, 5)) < 0.3, rng.choice(specials, (4, 5)), values)
+        with np.errstate(all="ignore"):
+            feeds[i.name] = values.astype(np.float32)
+    names = {"grad_output": None, "self": "x", "target": "t"}
+    attrs = {**ATTRS[loss], "reduction": reduction}
+    subject = Subject(model, OPS[loss], attrs, names, np.float32, model.graph.output[0].name)
+    problems = check_fusion(subject, fused, feeds)
+    assert not problems, "\n".join([*fuse(model)[1].lines(), *problems])
 
 
 def test_huber_with_another_scale_takes_it_as_grad_output() -> None:

@@ -257,11 +257,16 @@ def test_dynamic_shapes_name_unknown_inputs() -> None:
 
 # --------------------------------------------------------------------------- the loss family
 
-FAMILY_OPS = {"mse": "MseLossBackward", "huber": "HuberLossBackward"}
+FAMILY_OPS = {
+    "mse": "MseLossBackward",
+    "huber": "HuberLossBackward",
+    "soft_margin": "SoftMarginLossBackward",
+}
 # the first attributes run every reduction, dtype and batch; the others float32 mean
 FAMILY_ATTRS: dict[str, list[dict[str, Any]]] = {
     "mse": [{}],
     "huber": [{"delta": 0.5}, {"delta": 1.0}, {"delta": 2.0}],
+    "soft_margin": [{}],
 }
 # where the exporter computes the mean's 1/n in float32 for float64 inputs, a float64 node
 # takes it as grad_output (reduction none, the same arithmetic)
