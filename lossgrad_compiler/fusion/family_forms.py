@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lossgrad_compiler import spec
 from lossgrad_compiler.fusion.factors import DIVISOR, RECIPROCAL
 from lossgrad_compiler.fusion.forms import FORMS, D, Form, S, T, X, _fixed
 from lossgrad_compiler.fusion.patterns import (
@@ -33,6 +34,8 @@ N = Var("N")  # a divisor n
 MSE = "MseLossBackward"
 HUBER = "HuberLossBackward"
 SOFT_MARGIN = "SoftMarginLossBackward"
+BCE = "BinaryCrossEntropyBackward"
+W = Var("W")  # weight
 DELTA = Const("delta")
 
 
@@ -117,10 +120,36 @@ def _soft_margin_patterns() -> list[Pattern]:
     return _divided([P.Mul(P.Mul(T, S), margin), P.Mul(T, margin)])
 
 
+def _bce_patterns() -> list[Pattern]:
+    """(g*(x - t))/clamp(x*(1 - x), min=eps), times weight, PyTorch's
+    binary_cross_entropy_backward; g dropped where it is 1. The exporter writes the clamp as
+    Clip(p, eps) for float32 and Max(p, eps) for float64: both keep a NaN product NaN, as
+    the kernel's select(p < eps, eps, p) does."""
+    product = P.Mul(X, P.Sub(Lit(1.0), X))
+    found: list[Pattern] = []
+    for clamped in (P.Clip(product, Const("eps")), P.Max(product, Const("eps"))):
+        values = [P.Div(P.Mul(S, D), clamped), P.Div(D, clamped)]
+        found += [*(P.Mul(v, W) for v in values), *values]
+    return _divided(found)
+
+
+def _bce_epsilon(binding: Binding) -> dict[str, Any] | str:
+    """The clamp bound must be the operator's: 1e-12 rounded to float32 (PyTorch's kernel),
+    in every compute type."""
+    eps = binding.numbers["eps"]
+    if eps != spec.BCE_EPSILON:
+        return (
+            f"the clamp bound {eps!r} is not the operator's {spec.BCE_EPSILON!r} (1e-12 rounded "
+            "to float32, in every compute type)"
+        )
+    return {}
+
+
 FAMILY_FORMS: tuple[Form, ...] = (
     *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
     *_huber_forms(),
     *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
+    *_family(BCE, _bce_patterns(), attributes=_bce_epsilon, scaling=DIVISOR),
 )
 
 ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)

@@ -54,6 +54,8 @@ MIN_ONNX_OPSET = 13
 # the operations that round their result (the others fusion reads are exact: Neg, Abs,
 # Sign, comparisons, Where, Expand, Reshape, Identity, widening Casts)
 SCALING = ("mean", "batchmean")  # reductions whose scale the node multiplies grad_output by
+# the pattern variables that bind an operator's optional inputs
+OPTIONAL_INPUTS = {"W": "weight", "PW": "pos_weight"}
 ROUNDING_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Exp", "Log", "Sigmoid", "ReduceSum"})
 
 
@@ -328,6 +330,7 @@ class _Fuser:
         self_type: ValueType,
         target_type: ValueType,
         promoted: spec.FloatType,
+        optional: dict[str, str],
     ) -> tuple[spec.CheckedCall, str, np.ndarray | None, dict[str, Any]] | str:
         """The node's call for this scale: (checked call, grad_output's value or "" for a new
         constant, that constant, the attributes), or why it is not valid."""
@@ -359,6 +362,11 @@ class _Fuser:
             "self": spec.TensorInfo(self_type.float_type.dtype, self_type.shape),  # type: ignore[union-attr]
             "target": spec.TensorInfo(target_type.float_type.dtype, target_type.shape),  # type: ignore[union-attr]
         }
+        for name, value in optional.items():
+            found = self.index.type_of(value)
+            if found is None or found.float_type is None or found.shape is None:
+                return f"the element type and shape of {name} '{value}' are not known"
+            infos[name] = spec.TensorInfo(found.float_type.dtype, found.shape)
         try:
             checked = spec.validate(form.op_type, infos, attrs)
         except LossGradError as err:
@@ -541,15 +549,18 @@ class _Fuser:
             # S itself as grad_output (reduction none) is always the graph's arithmetic
             scales = [found] if found == Scale(s_value, "none") else [found, Scale(s_value, "none")]
         first_reason = ""
+        optional = {n: binding.values[k] for k, n in OPTIONAL_INPUTS.items() if k in binding.values}
         for scale in scales:
-            call = self._call(form, attrs, scale, s_value, self_type, target_type, promoted)
+            call = self._call(
+                form, attrs, scale, s_value, self_type, target_type, promoted, optional
+            )
             if isinstance(call, str):
                 first_reason = first_reason or call
                 continue
             checked, go_value, go_constant, attrs_with_reduction = call
             unknown = [
                 v
-                for v in (go_value, self_value, target)
+                for v in (go_value, self_value, target, *optional.values())
                 if v and self.index.inferred.get(v) != self.index.type_of(v)
             ]
             if unknown:
@@ -578,10 +589,11 @@ class _Fuser:
             go_value = self._fresh(f"{output}_grad_output")
             constants.append(numpy_helper.from_array(go_constant, go_value))
         assert self_value is not None
-        dead = self._dead_after_replacing(root, (self_value, target, go_value))
+        operands = {"grad_output": go_value, "self": self_value, "target": target, **optional}
+        dead = self._dead_after_replacing(root, tuple(operands.values()))
         node = builders.make_node(
             form.op_type,
-            [go_value, self_value, target],
+            operands,
             output,
             name=root.name or self._fresh(f"{form.op_type}_fused"),
             **attrs,
@@ -589,7 +601,7 @@ class _Fuser:
         fused = Fused(
             form.op_type,
             dict(attrs),
-            (go_value, self_value, target),
+            tuple(operands.values()),
             output,
             form.written_by,
             len(dead),

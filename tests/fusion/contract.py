@@ -234,7 +234,15 @@ def _soft_margin(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str
     return ge * np.abs(t) * (2 + np.abs(t * x))
 
 
+def _bce(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str, Any]) -> Any:
+    """|ge||w|(|x| + |t|)(2 + |x|)/max(|x(1 - x)|, 1e-12)."""
+    w = np.abs(extra["weight"]) if "weight" in extra else HP(1)
+    den = np.maximum(np.abs(x * (1 - x)), HP(1e-12))
+    return ge * w * (np.abs(x) + np.abs(t)) * (2 + np.abs(x)) / den
+
+
 FAMILY_TERMS = {
+    "BinaryCrossEntropyBackward": _bce,
     "MseLossBackward": _mse,
     "HuberLossBackward": _huber,
     "SoftMarginLossBackward": _soft_margin,

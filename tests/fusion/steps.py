@@ -21,6 +21,8 @@ def _loss(loss: str, x: torch.Tensor, t: torch.Tensor, reduction: str, attrs: An
         return F.huber_loss(x, t, reduction=reduction, delta=attrs["delta"])
     if loss == "soft_margin":
         return F.soft_margin_loss(x, t, reduction=reduction)
+    if loss == "bce":
+        return F.binary_cross_entropy(x, t, reduction=reduction)
     raise ValueError(f"no step for {loss}")
 
 
@@ -47,3 +49,16 @@ def two_losses_step(
     total = total + 0.5 * F.smooth_l1_loss(boxes, anchors, beta=0.5)
     grads = torch.autograd.grad(total, (logits, boxes))
     return grads[0], grads[1]
+
+
+def weighted_step(loss: str, reduction: str) -> Callable[..., Any]:
+    """step(x, t, w) -> d loss(x, t; weight w) / d x."""
+
+    def step(x: torch.Tensor, t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        x = x.detach().requires_grad_(True)
+        assert loss == "bce_weight", loss
+        value = F.binary_cross_entropy(x, t, weight=w, reduction=reduction)
+        seed = torch.ones_like(value) if reduction == "none" else None
+        return torch.autograd.grad(value, x, seed)[0]
+
+    return step

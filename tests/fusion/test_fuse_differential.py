@@ -181,6 +181,7 @@ EXPORTED_STEPS = [
     ("huber", "input", "mean", {"delta": 0.5}),
     ("huber", "input", "none", {"delta": 1.0}),
     ("soft_margin", "input", "mean", {}),
+    ("bce", "input", "mean", {}),
 ]
 OPERATOR = {
     ("kl_div", "input"): "KlDivBackward",
@@ -188,6 +189,7 @@ OPERATOR = {
     ("mse", "input"): "MseLossBackward",
     ("huber", "input"): "HuberLossBackward",
     ("soft_margin", "input"): "SoftMarginLossBackward",
+    ("bce", "input"): "BinaryCrossEntropyBackward",
 }
 
 
@@ -201,6 +203,8 @@ def _exported(index: int, dtype: str, dynamic: bool) -> onnx.ModelProto:
     loss, wrt, reduction, attrs = EXPORTED_STEPS[index]
     step = loss_gradient_step(loss, wrt, reduction, **attrs)
     example = tuple(torch.randn(4, 5, dtype=getattr(torch, dtype)) for _ in range(2))
+    if loss == "bce":  # the forward refuses values outside [0, 1]
+        example = tuple(torch.sigmoid(e) for e in example)
     shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

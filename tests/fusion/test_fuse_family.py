@@ -25,8 +25,14 @@ OPS = {
     "mse": "MseLossBackward",
     "huber": "HuberLossBackward",
     "soft_margin": "SoftMarginLossBackward",
+    "bce": "BinaryCrossEntropyBackward",
 }
-ATTRS: dict[str, dict[str, Any]] = {"mse": {}, "huber": {"delta": 0.5}, "soft_margin": {}}
+ATTRS: dict[str, dict[str, Any]] = {
+    "mse": {},
+    "huber": {"delta": 0.5},
+    "soft_margin": {},
+    "bce": {},
+}
 
 
 @functools.cache
@@ -34,6 +40,8 @@ def exported(loss: str, reduction: str, dynamic: bool) -> onnx.ModelProto:
     step = loss_gradient_step(loss, "input", reduction, **ATTRS[loss])
     gen = torch.Generator().manual_seed(1)
     x, t = torch.randn(4, 5, generator=gen), torch.randn(4, 5, generator=gen)
+    if loss == "bce":  # probabilities
+        x, t = torch.sigmoid(x), torch.rand(4, 5, generator=gen)
     shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
     model, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
     return model
@@ -125,6 +133,13 @@ NEAR_MISSES: list[tuple[str, str, bool, str, Mutation, str]] = [
     ("soft_margin", "sum", False, "- 1.5", lambda m: scale_constant(m, 1.0, 1.5), ""),
     ("soft_margin", "mean", False, "sigmoid read", lambda m: read_elsewhere(m, "Sigmoid"), "also"),
     ("soft_margin", "mean", False, "1 - sigmoid", lambda m: swap_inputs(m, "Sub"), ""),
+    # ((x - t)/clip(x*(1 - x), 1e-12))/20
+    ("bce", "mean", False, "eps 1e-11", lambda m: scale_constant(m, 1e-12, 10.0), "clamp bound"),
+    ("bce", "mean", False, "1.5 - x", lambda m: scale_constant(m, 1.0, 1.5), ""),
+    ("bce", "mean", False, "/21", lambda m: scale_constant(m, 20.0, 21 / 20), ""),
+    ("bce", "mean", False, "clamp read", lambda m: read_elsewhere(m, "Clip"), "also read by"),
+    ("bce", "sum", False, "clamp/(x - t)", lambda m: swap_inputs(m, "Div"), ""),
+    ("bce", "mean", True, "/(n+5)", lambda m: integer_constant(m, 5, 1), ""),
     ("huber", "none", False, "one below -1", lambda m: one_element(m, -0.5, -1.0), "one number"),
 ]
 

@@ -18,7 +18,11 @@ from lossgrad_compiler import fuse, spec  # noqa: E402
 from lossgrad_compiler.runtime.ort import library_path, session  # noqa: E402
 from lossgrad_compiler.runtime.ort_io import run_session  # noqa: E402
 from lossgrad_compiler.torch import export_training_step  # noqa: E402
-from tests.fusion.steps import loss_gradient_step, two_losses_step  # noqa: E402
+from tests.fusion.steps import (  # noqa: E402
+    loss_gradient_step,
+    two_losses_step,
+    weighted_step,
+)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
 KL_REDUCTIONS = ("none", "mean", "sum", "batchmean")
@@ -261,12 +265,16 @@ FAMILY_OPS = {
     "mse": "MseLossBackward",
     "huber": "HuberLossBackward",
     "soft_margin": "SoftMarginLossBackward",
+    "bce": "BinaryCrossEntropyBackward",
+    "bce_weight": "BinaryCrossEntropyBackward",
 }
 # the first attributes run every reduction, dtype and batch; the others float32 mean
 FAMILY_ATTRS: dict[str, list[dict[str, Any]]] = {
     "mse": [{}],
     "huber": [{"delta": 0.5}, {"delta": 1.0}, {"delta": 2.0}],
     "soft_margin": [{}],
+    "bce": [{}],
+    "bce_weight": [{}],
 }
 # where the exporter computes the mean's 1/n in float32 for float64 inputs, a float64 node
 # takes it as grad_output (reduction none, the same arithmetic)
@@ -289,13 +297,30 @@ def _family_configs() -> list[tuple[str, str, dict[str, Any], str, bool]]:
     return configs
 
 
-def _family_inputs(dtype: str, shapes: tuple[tuple, tuple], seed: int = 11) -> tuple:
+def _family_inputs(loss: str, dtype: str, shapes: tuple[tuple, tuple], seed: int = 11) -> tuple:
+    """x, t (and a weight of the last dimension's size); probabilities for BCE."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(*shapes[0], generator=gen, dtype=torch.float64) * 2
     t = torch.randn(*shapes[1], generator=gen, dtype=torch.float64)
+    if loss.startswith("bce"):
+        x, t = torch.sigmoid(x), torch.rand(*shapes[1], generator=gen, dtype=torch.float64)
     if shapes[0] == shapes[1]:
         t.view(-1)[:2] = x.view(-1)[:2]  # d == 0
-    return x.to(DTYPES[dtype]), t.to(DTYPES[dtype])
+    tensors = [x, t]
+    if loss.endswith("_weight"):
+        tensors.append(torch.rand(shapes[0][-1], generator=gen, dtype=torch.float64) + 0.5)
+    return tuple(a.to(DTYPES[dtype]) for a in tensors)
+
+
+def _batch_shapes(loss: str) -> dict[str, dict[int, str]]:
+    shapes: dict[str, dict[int, str]] = {"x": {0: "batch"}, "t": {0: "batch"}}
+    return shapes | ({"w": {}} if loss.endswith("_weight") else {})
+
+
+def _family_step(loss: str, reduction: str, attrs: dict[str, Any]) -> Any:
+    if loss.endswith("_weight"):
+        return weighted_step(loss, reduction)
+    return loss_gradient_step(loss, "input", reduction, **attrs)
 
 
 FAMILY = _family_configs()
@@ -317,10 +342,10 @@ def test_family_step_is_fused_and_matches(config: tuple) -> None:
     contract on special values; another batch size runs through the dynamic model."""
     loss, reduction, attrs, dtype, dynamic = config
     library_path()
-    step = loss_gradient_step(loss, "input", reduction, **attrs)
-    x, t = _family_inputs(dtype, ((4, 5), (4, 5)))
-    shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
-    exported, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
+    step = _family_step(loss, reduction, attrs)
+    args = _family_inputs(loss, dtype, ((4, 5), (4, 5)))
+    shapes = _batch_shapes(loss) if dynamic else None
+    exported, _ = export_training_step(step, args, dynamic_shapes=shapes, fuse_gradients=False)
     fused, report = fuse(exported)  # what export_training_step does (the round trip below)
     ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
     left = FAMILY_LEFT.get((loss, reduction, dtype))
@@ -334,18 +359,18 @@ def test_family_step_is_fused_and_matches(config: tuple) -> None:
         allowed = FAMILY_REDUCTIONS.get((loss, reduction, dtype, dynamic))
         assert got["reduction"].decode() in (allowed or EQUIVALENT.get(reduction, {reduction}))
     onnx.checker.check_model(fused, full_check=True)
-    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
-    unfused = run_session(session(exported, native=False), _feeds(exported, (x, t)))[0]
+    result = run_session(session(fused), _feeds(fused, args))[0]
+    unfused = run_session(session(exported, native=False), _feeds(exported, args))[0]
     assert_close(result, unfused, dtype)
-    want = step(x, t).detach().numpy()
+    want = step(*args).detach().numpy()
     assert_close(result, want, EXPORTER_ROUNDS_IN.get((loss, reduction, dtype), dtype))
     _family_contract(exported, fused, loss, reduction, attrs, dtype, dynamic)
     if dynamic:
-        x2, t2 = _family_inputs(dtype, ((7, 5), (7, 5)), seed=5)
-        result = run_session(session(fused), _feeds(fused, (x2, t2)))[0]
+        args2 = _family_inputs(loss, dtype, ((7, 5), (7, 5)), seed=5)
+        result = run_session(session(fused), _feeds(fused, args2))[0]
         assert_close(
             result,
-            step(x2, t2).detach().numpy(),
+            step(*args2).detach().numpy(),
             EXPORTER_ROUNDS_IN.get((loss, reduction, dtype), dtype),
         )
 
@@ -377,6 +402,7 @@ def _family_contract(
             inputs[i.name] = values.astype(np_dtype)
     names = [i.name for i in exported.graph.input]
     terms = {"grad_output": None, "self": names[0], "target": names[1]}
+    terms |= {"weight": names[2]} if len(names) > 2 else {}
     output = exported.graph.output[0].name
     subject = Subject(
         exported, FAMILY_OPS[loss], {**attrs, "reduction": reduction}, terms, compute, output
@@ -390,26 +416,27 @@ def test_family_export_round_trip(loss: str, tmp_path: Any) -> None:
     """export_training_step writes the fused model: one node, the file it saved, and the
     gradient of autograd for another batch size."""
     attrs = FAMILY_ATTRS[loss][-1]
-    step = loss_gradient_step(loss, "input", "mean", **attrs)
-    x, t = _family_inputs("float32", ((4, 5), (4, 5)))
+    step = _family_step(loss, "mean", attrs)
+    args = _family_inputs(loss, "float32", ((4, 5), (4, 5)))
     path = tmp_path / "step.onnx"
-    shapes = {"x": {0: "batch"}, "t": {0: "batch"}}
-    fused, report = export_training_step(step, (x, t), path, dynamic_shapes=shapes)
+    shapes = _batch_shapes(loss)
+    fused, report = export_training_step(step, args, path, dynamic_shapes=shapes)
     assert [n.op_type for n in fused.graph.node] == [FAMILY_OPS[loss]], report.lines()
     assert onnx.load(str(path)) == fused
-    x2, t2 = _family_inputs("float32", ((9, 5), (9, 5)), seed=2)
-    result = run_session(session(str(path)), _feeds(fused, (x2, t2)))[0]
-    assert_close(result, step(x2, t2).detach().numpy(), "float32")
+    args2 = _family_inputs(loss, "float32", ((9, 5), (9, 5)), seed=2)
+    result = run_session(session(str(path)), _feeds(fused, args2))[0]
+    assert_close(result, step(*args2).detach().numpy(), "float32")
 
 
-@pytest.mark.parametrize("loss", sorted(FAMILY_OPS))
+# F.binary_cross_entropy refuses a target of another size than the input's
+@pytest.mark.parametrize("loss", sorted(n for n in FAMILY_OPS if not n.startswith("bce")))
 def test_family_broadcast_target(loss: str) -> None:
     """A target of shape [5] against self [4, 5], as PyTorch allows it (with a warning)."""
     attrs = FAMILY_ATTRS[loss][-1]
-    step = loss_gradient_step(loss, "input", "mean", **attrs)
-    x, t = _family_inputs("float32", ((4, 5), (5,)))
-    fused, report = export_training_step(step, (x, t))
+    step = _family_step(loss, "mean", attrs)
+    args = _family_inputs(loss, "float32", ((4, 5), (5,)))
+    fused, report = export_training_step(step, args)
     ops = [n.op_type for n in fused.graph.node if n.domain == spec.DOMAIN]
     assert ops == [FAMILY_OPS[loss]], report.lines()
-    result = run_session(session(fused), _feeds(fused, (x, t)))[0]
-    assert_close(result, step(x, t).detach().numpy(), "float32")
+    result = run_session(session(fused), _feeds(fused, args))[0]
+    assert_close(result, step(*args).detach().numpy(), "float32")
