@@ -35,7 +35,9 @@ MSE = "MseLossBackward"
 HUBER = "HuberLossBackward"
 SOFT_MARGIN = "SoftMarginLossBackward"
 BCE = "BinaryCrossEntropyBackward"
+BCE_LOGITS = "BinaryCrossEntropyWithLogitsBackward"
 W = Var("W")  # weight
+PW = Var("PW")  # pos_weight
 DELTA = Const("delta")
 
 
@@ -145,11 +147,27 @@ def _bce_epsilon(binding: Binding) -> dict[str, Any] | str:
     return {}
 
 
+def _bce_logits_patterns() -> list[Pattern]:
+    """(sigmoid(x) - t)*g, or with pos_weight p (((p*t + 1) - t)*sigmoid(x) - p*t)*g,
+    times weight, PyTorch's binary_cross_entropy_with_logits backward (autograd's order);
+    g dropped where it is 1."""
+    pt = P.Mul(PW, T)
+    values = [
+        P.Sub(P.Sigmoid(X), T),
+        P.Sub(P.Mul(P.Sub(P.Add(pt, Lit(1.0)), T), P.Sigmoid(X)), pt),
+    ]
+    scaled = [*(P.Mul(v, S) for v in values), *values]
+    return _divided([*(P.Mul(v, W) for v in scaled), *scaled])
+
+
+# the longer forms first: a candidate's reason is its first reading's (MseLossBackward's
+# (x - t)*F also reads sigmoid(x) - t times a seed of ones)
 FAMILY_FORMS: tuple[Form, ...] = (
-    *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
-    *_huber_forms(),
-    *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
+    *_family(BCE_LOGITS, _bce_logits_patterns(), scaling=DIVISOR),
     *_family(BCE, _bce_patterns(), attributes=_bce_epsilon, scaling=DIVISOR),
+    *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
+    *_huber_forms(),
+    *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
 )
 
 ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)

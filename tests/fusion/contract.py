@@ -241,7 +241,20 @@ def _bce(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str, Any]) 
     return ge * w * (np.abs(x) + np.abs(t)) * (2 + np.abs(x)) / den
 
 
+def _bce_logits(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str, Any]) -> Any:
+    """|ge||w|(sig(1 + |x|) + |t|), or with pos_weight p
+    |ge||w|((|p t| + 1 + |t|) sig (1 + |x|) + |p t|), sig = sigmoid(x)."""
+    w = np.abs(extra["weight"]) if "weight" in extra else HP(1)
+    t = np.abs(t)
+    sig = 1 / (1 + np.exp(-x)) * (1 + np.where(np.isinf(x), HP(0), np.abs(x)))
+    if "pos_weight" in extra:
+        pt = np.abs(extra["pos_weight"]) * t
+        return ge * w * ((pt + 1 + t) * sig + pt)
+    return ge * w * (sig + t)
+
+
 FAMILY_TERMS = {
+    "BinaryCrossEntropyWithLogitsBackward": _bce_logits,
     "BinaryCrossEntropyBackward": _bce,
     "MseLossBackward": _mse,
     "HuberLossBackward": _huber,

@@ -23,6 +23,8 @@ def _loss(loss: str, x: torch.Tensor, t: torch.Tensor, reduction: str, attrs: An
         return F.soft_margin_loss(x, t, reduction=reduction)
     if loss == "bce":
         return F.binary_cross_entropy(x, t, reduction=reduction)
+    if loss == "bce_logits":
+        return F.binary_cross_entropy_with_logits(x, t, reduction=reduction)
     raise ValueError(f"no step for {loss}")
 
 
@@ -56,8 +58,12 @@ def weighted_step(loss: str, reduction: str) -> Callable[..., Any]:
 
     def step(x: torch.Tensor, t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         x = x.detach().requires_grad_(True)
-        assert loss == "bce_weight", loss
-        value = F.binary_cross_entropy(x, t, weight=w, reduction=reduction)
+        if loss == "bce_weight":
+            value = F.binary_cross_entropy(x, t, weight=w, reduction=reduction)
+        else:  # bce_logits_weight: w as weight and, plus 0.5, as pos_weight
+            value = F.binary_cross_entropy_with_logits(
+                x, t, weight=w, pos_weight=w + 0.5, reduction=reduction
+            )
         seed = torch.ones_like(value) if reduction == "none" else None
         return torch.autograd.grad(value, x, seed)[0]
 

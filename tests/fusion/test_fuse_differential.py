@@ -182,6 +182,7 @@ EXPORTED_STEPS = [
     ("huber", "input", "none", {"delta": 1.0}),
     ("soft_margin", "input", "mean", {}),
     ("bce", "input", "mean", {}),
+    ("bce_logits", "input", "sum", {}),
 ]
 OPERATOR = {
     ("kl_div", "input"): "KlDivBackward",
@@ -190,6 +191,7 @@ OPERATOR = {
     ("huber", "input"): "HuberLossBackward",
     ("soft_margin", "input"): "SoftMarginLossBackward",
     ("bce", "input"): "BinaryCrossEntropyBackward",
+    ("bce_logits", "input"): "BinaryCrossEntropyWithLogitsBackward",
 }
 
 
@@ -248,8 +250,8 @@ def test_exported_steps_keep_the_contract(
     shape = (batch if dynamic else 4, 5)
     np_dtype = np.dtype(dtype)
     compute = np.float64 if dtype == "float64" else np.float32
-    if dtype == "float16" and loss == "kl_div":
-        compute = np.float16  # the exporter computes the KL gradients in float16
+    if dtype == "float16" and loss in ("kl_div", "bce_logits"):
+        compute = np.float16  # the exporter computes these gradients in float16
     beta = float(attrs.get("beta", attrs.get("delta", 0.0)))
     inputs = {i.name: _values(shape, np_dtype, compute, beta, rng) for i in model.graph.input[:2]}
     if "collide" in perturb:

@@ -26,12 +26,14 @@ OPS = {
     "huber": "HuberLossBackward",
     "soft_margin": "SoftMarginLossBackward",
     "bce": "BinaryCrossEntropyBackward",
+    "bce_logits": "BinaryCrossEntropyWithLogitsBackward",
 }
 ATTRS: dict[str, dict[str, Any]] = {
     "mse": {},
     "huber": {"delta": 0.5},
     "soft_margin": {},
     "bce": {},
+    "bce_logits": {},
 }
 
 
@@ -42,6 +44,8 @@ def exported(loss: str, reduction: str, dynamic: bool) -> onnx.ModelProto:
     x, t = torch.randn(4, 5, generator=gen), torch.randn(4, 5, generator=gen)
     if loss == "bce":  # probabilities
         x, t = torch.sigmoid(x), torch.rand(4, 5, generator=gen)
+    if loss == "bce_logits":
+        t = torch.rand(4, 5, generator=gen)
     shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
     model, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
     return model
@@ -140,6 +144,10 @@ NEAR_MISSES: list[tuple[str, str, bool, str, Mutation, str]] = [
     ("bce", "mean", False, "clamp read", lambda m: read_elsewhere(m, "Clip"), "also read by"),
     ("bce", "sum", False, "clamp/(x - t)", lambda m: swap_inputs(m, "Div"), ""),
     ("bce", "mean", True, "/(n+5)", lambda m: integer_constant(m, 5, 1), ""),
+    # (sigmoid(x) - t)/20
+    ("bce_logits", "mean", False, "t - sigmoid", lambda m: swap_inputs(m, "Sub"), ""),
+    ("bce_logits", "mean", False, "/21", lambda m: scale_constant(m, 20.0, 21 / 20), ""),
+    ("bce_logits", "mean", False, "sigmoid read", lambda m: read_elsewhere(m, "Sigmoid"), "also"),
     ("huber", "none", False, "one below -1", lambda m: one_element(m, -0.5, -1.0), "one number"),
 ]
 
