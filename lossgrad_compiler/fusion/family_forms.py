@@ -160,12 +160,15 @@ def _bce_logits_patterns() -> list[Pattern]:
     return _divided([*(P.Mul(v, W) for v in scaled), *scaled])
 
 
-# the longer forms first: a candidate's reason is its first reading's (MseLossBackward's
-# (x - t)*F also reads sigmoid(x) - t times a seed of ones)
+# the longer forms first: the first reading that fuses wins, and a candidate's reason is
+# its first reading's. SoftMarginLossBackward's (t*g)*(sigmoid(t*x) - 1) also reads as a
+# BinaryCrossEntropyWithLogitsBackward of sigmoid(z) - 1 with z = t*x and grad_output t
+# (the same arithmetic, one node fewer removed); MseLossBackward's (x - t)*F also reads
+# sigmoid(x) - t times a seed of ones.
 FAMILY_FORMS: tuple[Form, ...] = (
+    *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
     *_family(BCE_LOGITS, _bce_logits_patterns(), scaling=DIVISOR),
     *_family(BCE, _bce_patterns(), attributes=_bce_epsilon, scaling=DIVISOR),
-    *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
     *_huber_forms(),
     *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
 )
