@@ -54,6 +54,10 @@ class Form:
     order: str = ""  # how the form groups its operations, where the operator's kernel differs
     # (attributes, whether s is the constant 1) -> the grouping still gives the kernel's results
     same_rounding: Callable[[dict[str, Any], bool], bool] = lambda _attrs, _s_is_one: False
+    # the loss family's forms (factors.py): where the reduction scale enters, apart from S
+    scaling: str = ""  # "": S is grad_output times the scale (scale.py); else factors.py's
+    numerator: float = 1.0  # k of a RECIPROCAL factor k/n
+    factor_is_grad_output: bool = False  # a RECIPROCAL factor that is no k/n is grad_output
 
 
 def _cast(pattern: Pattern) -> Pattern:

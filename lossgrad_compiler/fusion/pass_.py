@@ -30,7 +30,9 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
-from lossgrad_compiler.fusion.forms import FORMS, SMOOTH_L1, Form
+from lossgrad_compiler.fusion.factors import family_scale, is_candidate
+from lossgrad_compiler.fusion.family_forms import ALL_FORMS
+from lossgrad_compiler.fusion.forms import SMOOTH_L1, Form
 from lossgrad_compiler.fusion.graph import (
     GraphIndex,
     ValueType,
@@ -52,7 +54,9 @@ MIN_ONNX_OPSET = 13
 # the operations that round their result (the others fusion reads are exact: Neg, Abs,
 # Sign, comparisons, Where, Expand, Reshape, Identity, widening Casts)
 SCALING = ("mean", "batchmean")  # reductions whose scale the node multiplies grad_output by
-ROUNDING_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Exp", "Log", "ReduceSum"})
+# the pattern variables that bind an operator's optional inputs
+OPTIONAL_INPUTS = {"W": "weight", "PW": "pos_weight"}
+ROUNDING_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Exp", "Log", "Sigmoid", "ReduceSum"})
 
 
 @dataclass
@@ -175,8 +179,8 @@ class _Fuser:
     def _try_root(self, root: NodeProto) -> _Plan | _Left | None:
         first_reason: _Left | None = None
         for tail in self._tails(root):
-            for form in FORMS:
-                if tail.sums is not None and form.op_type == SMOOTH_L1:
+            for form in ALL_FORMS:
+                if tail.sums is not None and not spec.OPERATORS[form.op_type].sums_result:
                     continue
                 for binding in self.matcher.match(form.pattern, tail.core):
                     outcome = self._plan(root, tail, form, binding)
@@ -247,7 +251,7 @@ class _Fuser:
         def left(reason: str) -> _Left:
             return _Left(LeftAlone(form.op_type, output, reason), {id(n) for n in region})
 
-        if not form.when(binding):
+        if not form.when(binding) or (form.scaling and not is_candidate(self.scales, binding)):
             return None
         if form.report_only:
             # a known gradient left as written: nothing inside it is fused piecemeal either
@@ -256,8 +260,9 @@ class _Fuser:
         attrs = form.attributes(binding)
         if isinstance(attrs, str):
             return left(attrs)
-        if "beta" in attrs and float(np.float32(attrs["beta"])) != attrs["beta"]:
-            return left(f"beta {attrs['beta']!r} is not a float32 (the attribute's width)")
+        for name in ("beta", "delta"):
+            if name in attrs and float(np.float32(attrs[name])) != attrs[name]:
+                return left(f"{name} {attrs[name]!r} is not a float32 (the attribute's width)")
         opset = self.index.onnx_opset
         if opset is not None and opset < MIN_ONNX_OPSET:
             self.claimed |= {id(n) for n in region}
@@ -325,6 +330,7 @@ class _Fuser:
         self_type: ValueType,
         target_type: ValueType,
         promoted: spec.FloatType,
+        optional: dict[str, str],
     ) -> tuple[spec.CheckedCall, str, np.ndarray | None, dict[str, Any]] | str:
         """The node's call for this scale: (checked call, grad_output's value or "" for a new
         constant, that constant, the attributes), or why it is not valid."""
@@ -356,6 +362,11 @@ class _Fuser:
             "self": spec.TensorInfo(self_type.float_type.dtype, self_type.shape),  # type: ignore[union-attr]
             "target": spec.TensorInfo(target_type.float_type.dtype, target_type.shape),  # type: ignore[union-attr]
         }
+        for name, value in optional.items():
+            found = self.index.type_of(value)
+            if found is None or found.float_type is None or found.shape is None:
+                return f"the element type and shape of {name} '{value}' are not known"
+            infos[name] = spec.TensorInfo(found.float_type.dtype, found.shape)
         try:
             checked = spec.validate(form.op_type, infos, attrs)
         except LossGradError as err:
@@ -526,21 +537,30 @@ class _Fuser:
             operands = [promoted, *([s_type.float_type] if s_type and s_type.float_type else [])]
             required = spec.compute_type(spec.promote_types(operands))
         scales = [Scale(1.0, "sum")]
-        if s_value is not None:
+        if form.scaling:
+            shapes = (self_type.shape, target_type.shape)
+            family = family_scale(self.scales, form, binding, shapes, required)  # type: ignore[arg-type]
+            if isinstance(family, str):
+                return family
+            scales = [family]
+        elif s_value is not None:
             shapes = (self_type.shape, target_type.shape)
             found = self.scales.find(form.op_type, s_value, *shapes, required)  # type: ignore[arg-type]
             # S itself as grad_output (reduction none) is always the graph's arithmetic
             scales = [found] if found == Scale(s_value, "none") else [found, Scale(s_value, "none")]
         first_reason = ""
+        optional = {n: binding.values[k] for k, n in OPTIONAL_INPUTS.items() if k in binding.values}
         for scale in scales:
-            call = self._call(form, attrs, scale, s_value, self_type, target_type, promoted)
+            call = self._call(
+                form, attrs, scale, s_value, self_type, target_type, promoted, optional
+            )
             if isinstance(call, str):
                 first_reason = first_reason or call
                 continue
             checked, go_value, go_constant, attrs_with_reduction = call
             unknown = [
                 v
-                for v in (go_value, self_value, target)
+                for v in (go_value, self_value, target, *optional.values())
                 if v and self.index.inferred.get(v) != self.index.type_of(v)
             ]
             if unknown:
@@ -569,10 +589,11 @@ class _Fuser:
             go_value = self._fresh(f"{output}_grad_output")
             constants.append(numpy_helper.from_array(go_constant, go_value))
         assert self_value is not None
-        dead = self._dead_after_replacing(root, (self_value, target, go_value))
+        operands = {"grad_output": go_value, "self": self_value, "target": target, **optional}
+        dead = self._dead_after_replacing(root, tuple(operands.values()))
         node = builders.make_node(
             form.op_type,
-            [go_value, self_value, target],
+            operands,
             output,
             name=root.name or self._fresh(f"{form.op_type}_fused"),
             **attrs,
@@ -580,7 +601,7 @@ class _Fuser:
         fused = Fused(
             form.op_type,
             dict(attrs),
-            (go_value, self_value, target),
+            tuple(operands.values()),
             output,
             form.written_by,
             len(dead),

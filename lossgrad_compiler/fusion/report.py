@@ -12,7 +12,7 @@ class Fused:
 
     op_type: str
     attributes: dict[str, Any]
-    inputs: tuple[str, str, str]
+    inputs: tuple[str, ...]  # grad_output, self, target, then the optional inputs present
     output: str
     form: str  # which written form was recognised (e.g. "pytorch", "inline")
     removed_nodes: int

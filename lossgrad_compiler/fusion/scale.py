@@ -61,17 +61,17 @@ class ScaleFinder:
         target_shape: tuple[Dim, ...],
         compute: spec.FloatType,
     ) -> Scale:
-        candidates = self._divisors(op_type, self_shape, target_shape)
+        candidates = self.divisors(op_type, self_shape, target_shape)
         number = uniform(self.index.constant(s_value))
         if number is not None:
             if number == 1.0:
                 return Scale(1.0, "sum")
             for reduction, n in candidates.items():
-                if n[1] == () and number == _one_over(n[0], compute):
+                if n[1] == () and number == one_over(n[0], compute):
                     return Scale(1.0, reduction)
             return Scale(number, "none")
         node = self.index.producer.get(self.matcher.through_identity(s_value))
-        if node is not None and node.op_type == "Mul" and self._computes_in(node, compute):
+        if node is not None and node.op_type == "Mul" and self.computes_in(node, compute):
             for go, k in (node.input, node.input[::-1]):
                 reduction = self._reciprocal_count(
                     k, candidates, compute
@@ -84,7 +84,7 @@ class ScaleFinder:
         return Scale(s_value, "none")
 
     @staticmethod
-    def _divisors(
+    def divisors(
         op_type: str, self_shape: tuple[Dim, ...], target_shape: tuple[Dim, ...]
     ) -> dict[str, Monomial]:
         """n of each scaling reduction the operator takes, as products of sizes."""
@@ -108,11 +108,11 @@ class ScaleFinder:
         """The reduction whose 1/n a constant is, for static n."""
         number = uniform(self.index.constant(value))
         for reduction, n in candidates.items():
-            if number is not None and n[1] == () and number == _one_over(n[0], compute):
+            if number is not None and n[1] == () and number == one_over(n[0], compute):
                 return reduction
         return None
 
-    def _computes_in(self, node: onnx.NodeProto, compute: spec.FloatType) -> bool:
+    def computes_in(self, node: onnx.NodeProto, compute: spec.FloatType) -> bool:
         """A readable standard node whose result has the compute type (so it rounds as the
         fused node's own product or quotient does)."""
         found = self.index.type_of(node.output[0])
@@ -124,12 +124,12 @@ class ScaleFinder:
         """The reduction whose 1/n the value is: Div(1, Cast(n)) with n counted from shapes,
         divided in the compute type."""
         node = self.index.producer.get(self.matcher.through_identity(value))
-        if node is None or node.op_type != "Div" or not self._computes_in(node, compute):
+        if node is None or node.op_type != "Div" or not self.computes_in(node, compute):
             return None
         # the numerator may be a 1 broadcast first (the exporter's ones_like(...) / n)
         if uniform(self.index.constant(self.matcher.leaf(node.input[0]))) != 1.0:
             return None
-        count = self._count(node.input[1], compute)
+        count = self.count(node.input[1], compute)
         if count is None:
             return None
         for reduction, n in candidates.items():
@@ -137,7 +137,7 @@ class ScaleFinder:
                 return reduction
         return None
 
-    def _count(self, value: str, compute: spec.FloatType | None) -> Monomial | None:
+    def count(self, value: str, compute: spec.FloatType | None) -> Monomial | None:
         """n as a product of sizes where `value` holds it: at the Div, a float of the compute
         type converted once from an integer count (as the node converts its n); below that
         Cast (compute None), an int64 count."""
@@ -151,11 +151,11 @@ class ScaleFinder:
         if node is None or not readable(node):
             return None
         if node.op_type == "Identity":
-            return self._count(node.input[0], compute)
+            return self.count(node.input[0], compute)
         if compute is not None:
             if node.op_type != "Cast" or int_attribute(node, "to", None) != compute.onnx:
                 return None  # counted in floats, or converted through another type
-            return self._count(node.input[0], None)
+            return self.count(node.input[0], None)
         found = self.index.type_of(value)
         if found is None or found.elem_type != onnx.TensorProto.INT64:
             return None
@@ -163,9 +163,9 @@ class ScaleFinder:
             dims = self.dims(node.input[0])
             if dims is not None and len(dims) == 1:
                 return dims[0]
-            return self._count(node.input[0], None) if node.op_type == "Cast" else None
+            return self.count(node.input[0], None) if node.op_type == "Cast" else None
         if node.op_type == "Mul":
-            parts = [self._count(v, None) for v in node.input]
+            parts = [self.count(v, None) for v in node.input]
             return None if any(p is None for p in parts) else _product(parts)  # type: ignore[arg-type]
         if node.op_type == "ReduceProd":
             dims = self.dims(node.input[0])
@@ -223,7 +223,7 @@ class ScaleFinder:
         return None
 
 
-def _one_over(n: int, compute: spec.FloatType) -> float:
+def one_over(n: int, compute: spec.FloatType) -> float:
     dtype = compute.dtype
     with np.errstate(divide="ignore"):
         return float(np.asarray(1, dtype) / np.asarray(n, dtype))

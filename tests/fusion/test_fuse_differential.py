@@ -40,7 +40,7 @@ from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.fusion import fuse
-from lossgrad_compiler.fusion.forms import FORMS
+from lossgrad_compiler.fusion.family_forms import ALL_FORMS
 from tests.fusion.contract import Subject, check_fusion, wrong_compute_types
 from tests.fusion.graphs import Recipe, build, feeds, np_type, special_values
 from tests.fusion.strategies import (
@@ -123,8 +123,10 @@ def _values(shape: tuple[int, ...], dtype: Any, compute: Any, beta: float, rng: 
 
 @settings(max_examples=max(1, EXAMPLES // 3), **SETTINGS)
 @given(
-    # the operators with fusion forms (the loss family's come with issue 26's fusion work)
-    case=calls(ops=sorted({f.op_type for f in FORMS}), dtypes=(np.float16, np.float32, np.float64)),
+    # the operators with fusion forms
+    case=calls(
+        ops=sorted({f.op_type for f in ALL_FORMS}), dtypes=(np.float16, np.float32, np.float64)
+    ),
     opset=st.sampled_from([13, 15, 17, 19, 21]),
     perturb=st.sets(st.sampled_from(["saturate", "reader", "collide", "nudge"])),
     pick=st.integers(0, 50),
@@ -174,8 +176,23 @@ EXPORTED_STEPS = [
     ("smooth_l1", "input", "sum", {"beta": 2.0}),
     ("smooth_l1", "input", "none", {"beta": 1.0}),
     ("smooth_l1", "input", "mean", {"beta": 0.0}),
+    ("mse", "input", "mean", {}),
+    ("mse", "input", "none", {}),
+    ("huber", "input", "mean", {"delta": 0.5}),
+    ("huber", "input", "none", {"delta": 1.0}),
+    ("soft_margin", "input", "mean", {}),
+    ("bce", "input", "mean", {}),
+    ("bce_logits", "input", "sum", {}),
 ]
-OPERATOR = {("kl_div", "input"): "KlDivBackward", ("kl_div", "target"): "KlDivTargetBackward"}
+OPERATOR = {
+    ("kl_div", "input"): "KlDivBackward",
+    ("kl_div", "target"): "KlDivTargetBackward",
+    ("mse", "input"): "MseLossBackward",
+    ("huber", "input"): "HuberLossBackward",
+    ("soft_margin", "input"): "SoftMarginLossBackward",
+    ("bce", "input"): "BinaryCrossEntropyBackward",
+    ("bce_logits", "input"): "BinaryCrossEntropyWithLogitsBackward",
+}
 
 
 @functools.cache
@@ -188,6 +205,8 @@ def _exported(index: int, dtype: str, dynamic: bool) -> onnx.ModelProto:
     loss, wrt, reduction, attrs = EXPORTED_STEPS[index]
     step = loss_gradient_step(loss, wrt, reduction, **attrs)
     example = tuple(torch.randn(4, 5, dtype=getattr(torch, dtype)) for _ in range(2))
+    if loss == "bce":  # the forward refuses values outside [0, 1]
+        example = tuple(torch.sigmoid(e) for e in example)
     shapes = {"x": {0: "batch"}, "t": {0: "batch"}} if dynamic else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -231,9 +250,9 @@ def test_exported_steps_keep_the_contract(
     shape = (batch if dynamic else 4, 5)
     np_dtype = np.dtype(dtype)
     compute = np.float64 if dtype == "float64" else np.float32
-    if dtype == "float16" and loss == "kl_div":
-        compute = np.float16  # the exporter computes the KL gradients in float16
-    beta = float(attrs.get("beta", 0.0))
+    if dtype == "float16" and loss in ("kl_div", "bce_logits"):
+        compute = np.float16  # the exporter computes these gradients in float16
+    beta = float(attrs.get("beta", attrs.get("delta", 0.0)))
     inputs = {i.name: _values(shape, np_dtype, compute, beta, rng) for i in model.graph.input[:2]}
     if "collide" in perturb:
         inputs["flag"] = np.asarray(seed % 2 == 0)

@@ -14,11 +14,15 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs PyTorch: pip install -e '.[torch]'")
 pytest.importorskip("onnxscript", reason="needs onnxscript: pip install -e '.[torch]'")
 
-from lossgrad_compiler import spec  # noqa: E402
+from lossgrad_compiler import fuse, spec  # noqa: E402
 from lossgrad_compiler.runtime.ort import library_path, session  # noqa: E402
 from lossgrad_compiler.runtime.ort_io import run_session  # noqa: E402
 from lossgrad_compiler.torch import export_training_step  # noqa: E402
-from tests.fusion.steps import loss_gradient_step, two_losses_step  # noqa: E402
+from tests.fusion.steps import (  # noqa: E402
+    loss_gradient_step,
+    two_losses_step,
+    weighted_step,
+)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
 KL_REDUCTIONS = ("none", "mean", "sum", "batchmean")
@@ -253,3 +257,201 @@ def test_dynamic_shapes_name_unknown_inputs() -> None:
         export_training_step(step, (torch.randn(3, 2), torch.randn(3, 2)), dynamic_shapes={"y": {}})
     with pytest.raises(ValueError, match="entries"):
         export_training_step(step, (torch.randn(3, 2), torch.randn(3, 2)), dynamic_shapes=[{}])
+
+
+# --------------------------------------------------------------------------- the loss family
+
+FAMILY_OPS = {
+    "mse": "MseLossBackward",
+    "huber": "HuberLossBackward",
+    "soft_margin": "SoftMarginLossBackward",
+    "bce": "BinaryCrossEntropyBackward",
+    "bce_weight": "BinaryCrossEntropyBackward",
+    "bce_logits": "BinaryCrossEntropyWithLogitsBackward",
+    "bce_logits_weight": "BinaryCrossEntropyWithLogitsBackward",  # weight and pos_weight
+}
+# the first attributes run every reduction, dtype and batch; the others float32 mean
+FAMILY_ATTRS: dict[str, list[dict[str, Any]]] = {
+    "mse": [{}],
+    "huber": [{"delta": 0.5}, {"delta": 1.0}, {"delta": 2.0}],
+    "soft_margin": [{}],
+    "bce": [{}],
+    "bce_weight": [{}],
+    "bce_logits": [{}],
+    "bce_logits_weight": [{}],
+}
+# where the exporter computes the mean's 1/n in float32 for float64 inputs, a float64 node
+# takes it as grad_output (reduction none, the same arithmetic)
+FAMILY_REDUCTIONS = {("huber", "mean", "float64", d): {"none"} for d in (False, True)}
+EXPORTER_ROUNDS_IN[("huber", "mean", "float64")] = "float32"
+# (loss, reduction, dtype) -> why the exporter's graph is left: it computes the scale in
+# float32 for float64 inputs (2/n rounded to float32), which no float64 node computes
+FAMILY_LEFT = {("mse", "mean", "float64"): "is neither 2 nor 2/n"}
+# autograd's BCE-with-logits backward computes float16 inputs in float16, op by op
+FAMILY_LEFT |= {
+    (loss, reduction, "float16"): "computes in float16"
+    for loss in ("bce_logits", "bce_logits_weight")
+    for reduction in SL1_REDUCTIONS
+}
+EXPORTER_ROUNDS_IN[("mse", "mean", "float64")] = "float32"
+
+
+def _family_configs() -> list[tuple[str, str, dict[str, Any], str, bool]]:
+    configs = []
+    for loss in FAMILY_OPS:
+        first, *others = FAMILY_ATTRS[loss]
+        for reduction, dtype, dynamic in itertools.product(SL1_REDUCTIONS, DTYPES, (False, True)):
+            configs.append((loss, reduction, first, dtype, dynamic))
+        for attrs, dynamic in itertools.product(others, (False, True)):
+            configs.append((loss, "mean", attrs, "float32", dynamic))
+    return configs
+
+
+def _family_inputs(loss: str, dtype: str, shapes: tuple[tuple, tuple], seed: int = 11) -> tuple:
+    """x, t (and a weight of the last dimension's size); probabilities for BCE."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shapes[0], generator=gen, dtype=torch.float64) * 2
+    t = torch.randn(*shapes[1], generator=gen, dtype=torch.float64)
+    if loss.startswith("bce"):
+        t = torch.rand(*shapes[1], generator=gen, dtype=torch.float64)
+        x = x if loss.startswith("bce_logits") else torch.sigmoid(x)
+    if shapes[0] == shapes[1]:
+        t.view(-1)[:2] = x.view(-1)[:2]  # d == 0
+    tensors = [x, t]
+    if loss.endswith("_weight"):
+        tensors.append(torch.rand(shapes[0][-1], generator=gen, dtype=torch.float64) + 0.5)
+    return tuple(a.to(DTYPES[dtype]) for a in tensors)
+
+
+def _batch_shapes(loss: str) -> dict[str, dict[int, str]]:
+    shapes: dict[str, dict[int, str]] = {"x": {0: "batch"}, "t": {0: "batch"}}
+    return shapes | ({"w": {}} if loss.endswith("_weight") else {})
+
+
+def _family_step(loss: str, reduction: str, attrs: dict[str, Any]) -> Any:
+    if loss.endswith("_weight"):
+        return weighted_step(loss, reduction)
+    return loss_gradient_step(loss, "input", reduction, **attrs)
+
+
+FAMILY = _family_configs()
+
+
+@pytest.mark.parametrize(
+    "config",
+    FAMILY,
+    ids=[
+        f"{c[0]}-{c[1]}-{','.join(f'{k}={v}' for k, v in c[2].items())}-{c[3]}"
+        + ("-dynamic" if c[4] else "")
+        for c in FAMILY
+    ],
+)
+def test_family_step_is_fused_and_matches(config: tuple) -> None:
+    """Every reduction, dtype and static or dynamic batch of each loss of the family fuses
+    to its node with its attributes (or is left with the reason), runs in ONNX Runtime
+    with the native kernels as the exported graph and autograd do, and keeps the fusion
+    contract on special values; another batch size runs through the dynamic model."""
+    loss, reduction, attrs, dtype, dynamic = config
+    library_path()
+    step = _family_step(loss, reduction, attrs)
+    args = _family_inputs(loss, dtype, ((4, 5), (4, 5)))
+    shapes = _batch_shapes(loss) if dynamic else None
+    exported, _ = export_training_step(step, args, dynamic_shapes=shapes, fuse_gradients=False)
+    fused, report = fuse(exported)  # what export_training_step does (the round trip below)
+    ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
+    left = FAMILY_LEFT.get((loss, reduction, dtype))
+    if left:
+        assert ours == [] and left in report.left[0].reason, report.lines()
+    else:
+        assert [n.op_type for n in ours] == [FAMILY_OPS[loss]], report.lines()
+        got = {a.name: onnx.helper.get_attribute_value(a) for a in ours[0].attribute}
+        for name, value in attrs.items():
+            assert got[name] == value
+        allowed = FAMILY_REDUCTIONS.get((loss, reduction, dtype, dynamic))
+        assert got["reduction"].decode() in (allowed or EQUIVALENT.get(reduction, {reduction}))
+    onnx.checker.check_model(fused, full_check=True)
+    result = run_session(session(fused), _feeds(fused, args))[0]
+    unfused = run_session(session(exported, native=False), _feeds(exported, args))[0]
+    assert_close(result, unfused, dtype)
+    want = step(*args).detach().numpy()
+    assert_close(result, want, EXPORTER_ROUNDS_IN.get((loss, reduction, dtype), dtype))
+    _family_contract(exported, fused, loss, reduction, attrs, dtype, dynamic)
+    if dynamic:
+        args2 = _family_inputs(loss, dtype, ((7, 5), (7, 5)), seed=5)
+        result = run_session(session(fused), _feeds(fused, args2))[0]
+        assert_close(
+            result,
+            step(*args2).detach().numpy(),
+            EXPORTER_ROUNDS_IN.get((loss, reduction, dtype), dtype),
+        )
+
+
+def _family_contract(
+    exported: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    loss: str,
+    reduction: str,
+    attrs: dict[str, Any],
+    dtype: str,
+    dynamic: bool,
+) -> None:
+    """The fused model against the exported one under docs/fusion.md's contract, on
+    random values mixed with NaN, infinities, zeros, subnormals and values near overflow."""
+    from tests.fusion.contract import Subject, check_fusion
+    from tests.fusion.graphs import special_values
+
+    rng = np.random.default_rng(3)
+    np_dtype = np.dtype(dtype)
+    compute = np.float64 if dtype == "float64" else np.float32
+    shape = (6 if dynamic else 4, 5)
+    specials = special_values(np_dtype, compute, float(attrs.get("delta", 0.0)))
+    inputs = {}
+    for i in exported.graph.input:
+        values = rng.normal(0.0, 3.0, shape)
+        values = np.where(rng.random(shape) < 0.3, rng.choice(specials, shape), values)
+        with np.errstate(all="ignore"):
+            inputs[i.name] = values.astype(np_dtype)
+    names = [i.name for i in exported.graph.input]
+    terms = {"grad_output": None, "self": names[0], "target": names[1]}
+    terms |= {"weight": names[2]} if len(names) > 2 else {}
+    if loss == "bce_logits_weight":  # pos_weight is w + 0.5, computed in the graph
+        pos = [n for n in exported.graph.node if n.op_type == "Add" and names[2] in n.input]
+        terms["pos_weight"] = pos[0].output[0]
+    output = exported.graph.output[0].name
+    subject = Subject(
+        exported, FAMILY_OPS[loss], {**attrs, "reduction": reduction}, terms, compute, output
+    )
+    problems = check_fusion(subject, fused, inputs)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("loss", sorted(FAMILY_OPS))
+def test_family_export_round_trip(loss: str, tmp_path: Any) -> None:
+    """export_training_step writes the fused model: one node, the file it saved, and the
+    gradient of autograd for another batch size."""
+    attrs = FAMILY_ATTRS[loss][-1]
+    step = _family_step(loss, "mean", attrs)
+    args = _family_inputs(loss, "float32", ((4, 5), (4, 5)))
+    path = tmp_path / "step.onnx"
+    shapes = _batch_shapes(loss)
+    fused, report = export_training_step(step, args, path, dynamic_shapes=shapes)
+    ours = [n.op_type for n in fused.graph.node if n.domain == spec.DOMAIN]
+    assert ours == [FAMILY_OPS[loss]], report.lines()
+    assert onnx.load(str(path)) == fused
+    args2 = _family_inputs(loss, "float32", ((9, 5), (9, 5)), seed=2)
+    result = run_session(session(str(path)), _feeds(fused, args2))[0]
+    assert_close(result, step(*args2).detach().numpy(), "float32")
+
+
+# F.binary_cross_entropy refuses a target of another size than the input's
+@pytest.mark.parametrize("loss", sorted(n for n in FAMILY_OPS if not n.startswith("bce")))
+def test_family_broadcast_target(loss: str) -> None:
+    """A target of shape [5] against self [4, 5], as PyTorch allows it (with a warning)."""
+    attrs = FAMILY_ATTRS[loss][-1]
+    step = _family_step(loss, "mean", attrs)
+    args = _family_inputs(loss, "float32", ((4, 5), (5,)))
+    fused, report = export_training_step(step, args)
+    ops = [n.op_type for n in fused.graph.node if n.domain == spec.DOMAIN]
+    assert ops == [FAMILY_OPS[loss]], report.lines()
+    result = run_session(session(fused), _feeds(fused, args))[0]
+    assert_close(result, step(*args).detach().numpy(), "float32")

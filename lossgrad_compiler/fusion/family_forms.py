@@ -1,0 +1,176 @@
+"""The written forms of the loss family's gradients (MseLossBackward onwards), as PyTorch
+2.13's exporter writes them for a training step over `F.mse_loss`, `F.huber_loss`,
+`F.soft_margin_loss`, `F.binary_cross_entropy` and `F.binary_cross_entropy_with_logits`.
+
+Their kernels (passes/lower_lossgrad.py) keep PyTorch's own order of operations, so each
+form here is the kernel's formula as the exporter writes it: with grad_output dropped where
+it is the constant 1 (a product by 1 is exact), folded into constants for static shapes,
+and with the reduction scale where the decomposition has it: a factor k/n (`F`,
+Scaling.RECIPROCAL) or a division by n at the end (`N`, Scaling.DIVISOR), proved by
+factors.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lossgrad_compiler import spec
+from lossgrad_compiler.fusion.factors import DIVISOR, RECIPROCAL
+from lossgrad_compiler.fusion.forms import FORMS, D, Form, S, T, X, _fixed
+from lossgrad_compiler.fusion.patterns import (
+    OPTIONAL_WIDENING_CAST,
+    VARIES,
+    Binding,
+    Const,
+    Lit,
+    Op,
+    P,
+    Pattern,
+    Var,
+)
+
+F = Var("F")  # a factor k/n, or k where nothing is scaled
+N = Var("N")  # a divisor n
+
+MSE = "MseLossBackward"
+HUBER = "HuberLossBackward"
+SOFT_MARGIN = "SoftMarginLossBackward"
+BCE = "BinaryCrossEntropyBackward"
+BCE_LOGITS = "BinaryCrossEntropyWithLogitsBackward"
+W = Var("W")  # weight
+PW = Var("PW")  # pos_weight
+DELTA = Const("delta")
+
+
+def _family(op_type: str, patterns: list[Pattern], **fields: Any) -> tuple[Form, ...]:
+    attributes = fields.pop("attributes", _fixed())
+    return tuple(Form(op_type, "pytorch", p, attributes, **fields) for p in patterns)
+
+
+def _mse_patterns() -> list[Pattern]:
+    """((x - t)*F)*g, PyTorch's `norm * (input - target) * grad_output`; g dropped where
+    it is 1."""
+    scaled: Op = P.Mul(D, F)
+    return [P.Mul(scaled, S), scaled]
+
+
+def _huber_forms() -> tuple[Form, ...]:
+    """where(d < -delta, (g*(-s))*delta, where(d > delta, (g*s)*delta, (d*s)*g)), PyTorch's
+    huber_loss_backward. With g or s the constant 1 the exporter writes F for the one left
+    (F*(-1) for -F where g is a tensor of ones), drops a product by delta = 1, and for
+    static shapes folds both clamped branches into constants (factors.py checks them)."""
+    insides: list[Pattern] = [P.Mul(D, F), D]
+    aboves: list[Pattern] = [P.Mul(F, DELTA), F, Const("above")]
+    # -s computed before a widening Cast (float64 steps with a float32 scale) is exact too
+    negated = [Op(OPTIONAL_WIDENING_CAST, (P.Neg(F),)), P.Mul(F, Lit(-1.0))]
+    belows: list[Pattern] = [*(P.Mul(n, DELTA) for n in negated), *negated, Const("below")]
+    found = []
+    for inside in insides:
+        for above in aboves:
+            for below in belows:
+                folded = isinstance(above, Const), isinstance(below, Const)
+                if folded[0] != folded[1] or (inside == D and not folded[0]):
+                    continue  # both clamped branches folded, or neither (with F)
+                upper = P.Where(P.Greater(D, DELTA), above, inside)
+                pattern = P.Where(P.Less(D, Const("neg_delta")), below, upper)
+                # a clamped branch without its product by delta: delta is 1
+                unit = not folded[0] and (above == F or below in negated)
+                found.append(
+                    Form(
+                        HUBER,
+                        "pytorch",
+                        pattern,
+                        _delta_one if unit else _delta,
+                        scaling=RECIPROCAL,
+                        numerator=1.0,
+                        factor_is_grad_output=True,
+                    )
+                )
+    return tuple(found)
+
+
+def _delta(binding: Binding) -> dict[str, Any] | str:
+    """delta from the upper threshold; the lower one must be -delta."""
+    numbers = binding.numbers
+    delta = numbers["delta"]
+    if VARIES in numbers.values():
+        return "a threshold or a folded branch is not one number (delta would differ per element)"
+    assert isinstance(delta, float)
+    if not 0 < delta < float("inf"):
+        return f"the threshold {delta!r} is not a delta > 0"
+    if numbers["neg_delta"] != -delta:
+        return f"the thresholds {numbers['neg_delta']!r} and {delta!r} are not -delta and delta"
+    return {"delta": delta}
+
+
+def _delta_one(binding: Binding) -> dict[str, Any] | str:
+    """A clamped branch written without its product by delta: the threshold must be 1."""
+    found = _delta(binding)
+    if isinstance(found, dict) and found["delta"] != 1.0:
+        return f"a clamped branch is not multiplied by delta = {found['delta']!r}"
+    return found
+
+
+def _divided(patterns: list[Pattern]) -> list[Pattern]:
+    """Each pattern divided by n at the end (mean), then as it is (none, sum)."""
+    return [*(P.Div(p, N) for p in patterns), *patterns]
+
+
+def _soft_margin_patterns() -> list[Pattern]:
+    """(t*g)*(sigmoid(t*x) - 1), PyTorch's soft_margin_loss_backward; g dropped where it is
+    1 (t*1 is t)."""
+    margin = P.Sub(P.Sigmoid(P.Mul(T, X)), Lit(1.0))
+    return _divided([P.Mul(P.Mul(T, S), margin), P.Mul(T, margin)])
+
+
+def _bce_patterns() -> list[Pattern]:
+    """(g*(x - t))/clamp(x*(1 - x), min=eps), times weight, PyTorch's
+    binary_cross_entropy_backward; g dropped where it is 1. The exporter writes the clamp as
+    Clip(p, eps) for float32 and Max(p, eps) for float64: both keep a NaN product NaN, as
+    the kernel's select(p < eps, eps, p) does."""
+    product = P.Mul(X, P.Sub(Lit(1.0), X))
+    found: list[Pattern] = []
+    for clamped in (P.Clip(product, Const("eps")), P.Max(product, Const("eps"))):
+        values = [P.Div(P.Mul(S, D), clamped), P.Div(D, clamped)]
+        found += [*(P.Mul(v, W) for v in values), *values]
+    return _divided(found)
+
+
+def _bce_epsilon(binding: Binding) -> dict[str, Any] | str:
+    """The clamp bound must be the operator's: 1e-12 rounded to float32 (PyTorch's kernel),
+    in every compute type."""
+    eps = binding.numbers["eps"]
+    if eps != spec.BCE_EPSILON:
+        return (
+            f"the clamp bound {eps!r} is not the operator's {spec.BCE_EPSILON!r} (1e-12 rounded "
+            "to float32, in every compute type)"
+        )
+    return {}
+
+
+def _bce_logits_patterns() -> list[Pattern]:
+    """(sigmoid(x) - t)*g, or with pos_weight p (((p*t + 1) - t)*sigmoid(x) - p*t)*g,
+    times weight, PyTorch's binary_cross_entropy_with_logits backward (autograd's order);
+    g dropped where it is 1."""
+    pt = P.Mul(PW, T)
+    values = [
+        P.Sub(P.Sigmoid(X), T),
+        P.Sub(P.Mul(P.Sub(P.Add(pt, Lit(1.0)), T), P.Sigmoid(X)), pt),
+    ]
+    scaled = [*(P.Mul(v, S) for v in values), *values]
+    return _divided([*(P.Mul(v, W) for v in scaled), *scaled])
+
+
+# the longer forms first: the first reading that fuses wins, and a candidate's reason is
+# its first reading's. SoftMarginLossBackward's (t*g)*(sigmoid(t*x) - 1) also reads as a
+# BinaryCrossEntropyWithLogitsBackward of sigmoid(z) - 1 with z = t*x and grad_output t
+# (the same arithmetic, one node fewer removed); MseLossBackward's (x - t)*F also reads
+# sigmoid(x) - t times a seed of ones.
+FAMILY_FORMS: tuple[Form, ...] = (
+    *_family(SOFT_MARGIN, _soft_margin_patterns(), scaling=DIVISOR),
+    *_family(BCE_LOGITS, _bce_logits_patterns(), scaling=DIVISOR),
+    *_family(BCE, _bce_patterns(), attributes=_bce_epsilon, scaling=DIVISOR),
+    *_huber_forms(),
+    *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
+)
+
+ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)
