@@ -56,15 +56,27 @@ from lossgrad_compiler.runtime.ort import prepare_model, session_options
 from lossgrad_compiler.runtime.ort_io import to_ort_value
 from lossgrad_compiler.runtime.ort_source import kernel_library_source
 
-OPS = ("KlDivBackward", "SmoothL1LossBackward", "KlDivTargetBackward")
+FAMILY = (
+    "MseLossBackward",
+    "HuberLossBackward",
+    "SoftMarginLossBackward",
+    "BinaryCrossEntropyBackward",
+    "BinaryCrossEntropyWithLogitsBackward",
+)
+OPS = ("KlDivBackward", "SmoothL1LossBackward", "KlDivTargetBackward", *FAMILY)
 ATTRS = {
     "KlDivBackward": {"reduction": "mean", "log_target": 0},
     "KlDivTargetBackward": {"reduction": "mean", "log_target": 0},
     "SmoothL1LossBackward": {"reduction": "mean", "beta": 0.5},
+    "HuberLossBackward": {"reduction": "mean", "delta": 1.0},
+    **{op: {"reduction": "mean"} for op in FAMILY if op != "HuberLossBackward"},
 }
-STREAMS = {"KlDivBackward": 2, "KlDivTargetBackward": 3, "SmoothL1LossBackward": 3}
+# tensors of n elements read and written with a 0-d grad_output: KL reads only target
+STREAMS = {"KlDivBackward": 2, **{op: 3 for op in OPS if op != "KlDivBackward"}}
 FORMS = ("0-d", "full")  # grad_output 0-d with reduction mean, or of self's shape with none
-TRIAD_GOAL = {"KlDivBackward": 0.9, "SmoothL1LossBackward": 0.9, "KlDivTargetBackward": 0.8}
+# KL-target's log makes it compute-bound in the half types (docs/benchmarks.md)
+TRIAD_GOAL = {op: 0.8 if op == "KlDivTargetBackward" else 0.9 for op in OPS}
+OP_WIDTH = max(len(op) for op in OPS)  # the table's first column
 TRIAD_GOAL_FROM = 22  # log2 n from which the triad goal applies
 IN_CACHE = (16, 20)  # log2 n of two sizes whose data stay in cache (<= 16 MiB of 32 MiB L3)
 PREBUILT_GOAL = 1.10  # the prebuilt library's time over the JIT build's, at >= 2^22
@@ -146,14 +158,21 @@ def best_times(
 def make_inputs(
     op: str, n: int, dtype: np.dtype, seed: int = 0, form: str = "0-d"
 ) -> dict[str, np.ndarray]:
+    """Inputs in each operator's domain: KL-target's target positive, the BCE's self a
+    probability and target in [0, 1], SoftMargin's target a sign."""
     rng = np.random.default_rng(seed)
-    target = rng.uniform(0.05, 3.0, n) if op == "KlDivTargetBackward" else rng.normal(0, 1, n)
+    x = rng.normal(0, 1, n)
+    target = rng.normal(0, 1, n)
+    if op == "KlDivTargetBackward":
+        target = rng.uniform(0.05, 3.0, n)
+    elif op == "BinaryCrossEntropyBackward":
+        x, target = rng.uniform(0.01, 0.99, n), rng.uniform(0.0, 1.0, n)
+    elif op == "BinaryCrossEntropyWithLogitsBackward":
+        target = rng.uniform(0.0, 1.0, n)
+    elif op == "SoftMarginLossBackward":
+        target = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     go = np.array(1.0, dtype) if form == "0-d" else rng.normal(0, 1, n).astype(dtype)
-    return {
-        "grad_output": go,
-        "self": rng.normal(0, 1, n).astype(dtype),
-        "target": target.astype(dtype),
-    }
+    return {"grad_output": go, "self": x.astype(dtype), "target": target.astype(dtype)}
 
 
 def single_node_model(op: str, dtype: np.dtype, form: str = "0-d") -> object:
@@ -201,15 +220,32 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
     t = torch.tensor(inputs["target"].astype(np.float32), dtype=dtype)
     go = torch.tensor(inputs["grad_output"].astype(np.float32), dtype=dtype)
     reduction = "mean" if go.dim() == 0 else "none"
-    if op == "SmoothL1LossBackward":
-        # aten's reduction codes: none 0, mean 1
-        code = 1 if reduction == "mean" else 0
-        return lambda: torch.ops.aten.smooth_l1_loss_backward(go, x, t, code, 0.5)
-    wrt = x if op == "KlDivBackward" else t
+    code = 1 if reduction == "mean" else 0  # aten's reduction codes: none 0, mean 1
+    aten = torch.ops.aten
+    backward = {  # aten's own backward kernels, where PyTorch has one
+        "SmoothL1LossBackward": lambda: aten.smooth_l1_loss_backward(go, x, t, code, 0.5),
+        "MseLossBackward": lambda: aten.mse_loss_backward(go, x, t, code),
+        "HuberLossBackward": lambda: aten.huber_loss_backward(go, x, t, code, 1.0),
+        "SoftMarginLossBackward": lambda: aten.soft_margin_loss_backward(go, x, t, code),
+        "BinaryCrossEntropyBackward": lambda: aten.binary_cross_entropy_backward(
+            go, x, t, None, code
+        ),
+    }.get(op)
+    if backward is not None:
+        try:
+            backward()
+        except RuntimeError:  # a type PyTorch's CPU kernel does not take
+            return None
+        return backward
+    # the KL gradients and BCE with logits have no aten backward: autograd's
+    wrt = t if op == "KlDivTargetBackward" else x
     wrt.requires_grad_(True)
     with warnings.catch_warnings():  # torch warns that 'mean' will change meaning
         warnings.simplefilter("ignore")
-        loss = torch.nn.functional.kl_div(x, t, reduction=reduction)
+        if op == "BinaryCrossEntropyWithLogitsBackward":
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction)
+        else:
+            loss = torch.nn.functional.kl_div(x, t, reduction=reduction)
     return lambda: torch.autograd.grad(loss, [wrt], grad_outputs=go, retain_graph=True)
 
 
@@ -357,7 +393,7 @@ def report_prebuilt(cells: list[Cell]) -> None:
 def report_reasons(cells: list[Cell]) -> None:
     """One line per goal not met, with its reason."""
     lines = [
-        f"{c.op:22} 2^{c.log2n:<3} {c.type_name:8} {c.form:4} {c.threads:>3}  {why}"
+        f"{c.op:{OP_WIDTH}} 2^{c.log2n:<3} {c.type_name:8} {c.form:4} {c.threads:>3}  {why}"
         for c in cells
         for why in reasons(c, cells)
     ]
@@ -486,7 +522,8 @@ def measure(
     prebuilt: str | None = None,
 ) -> list[Cell]:
     header = (
-        f"{'op':22} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} {'function':>9} "
+        f"{'op':{OP_WIDTH}} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} "
+        f"{'function':>9} "
         f"{'torch':>8} {'iree':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} {'triad':>5} "
         f"{'torch':>5} {'iree':>5}"
     )
@@ -516,7 +553,7 @@ def measure(
                 cell = Cell(**json.loads(line))
                 cells.append(cell)
                 print(
-                    f"{cell.op:22} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
+                    f"{cell.op:{OP_WIDTH}} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
                     f"{thr:>3} {cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
                     f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {cell.triad * 1e3:7.3f} "
                     f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}"
@@ -545,7 +582,7 @@ def overhead(ops: list[str]) -> None:
             native = best_time(ort_runner(single_node_model(op, dtype), inputs, 1, native=True))
             verdict = "ok" if native <= 1.2 * floor else "NO"
             print(
-                f"{op:22} {type_name:8} native {native * 1e6:7.1f} us  "
+                f"{op:{OP_WIDTH}} {type_name:8} native {native * 1e6:7.1f} us  "
                 f"Mul({floor_type.name}) {floor * 1e6:7.1f} us"
                 f"  {native / floor:5.2f}x  {verdict}"
             )
