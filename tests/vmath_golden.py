@@ -10,9 +10,10 @@ optimisation flags) for one -march:
 
 * x86-64: no FMA, so fdlibm's form of log;
 * x86-64-v3: FMA, so the Estrin/Cephes form of log, vectorised by the compiler (AVX2);
-* x86-64-v4: FMA and AVX-512, so vectorised loops call the log's 16-lane variant; `log_scalar`
-  is the scalar function the variant must agree with;
-* exp has one form; each flavour pins its own digest of it.
+* x86-64-v4: FMA and AVX-512, so vectorised loops call the log's and exp's 16-lane variants;
+  `log_scalar` and `exp_scalar` are the scalar functions the variants must agree with;
+* exp has two forms, with FMA (v3, v4) and without (x86-64); each flavour pins its own
+  digest of it.
 
 After an intended change of the numbers, print the new digests with
 `.venv/bin/python -m tests.vmath_golden` (from the repository root), and write them with
@@ -40,7 +41,7 @@ UPDATE_COMMAND = ".venv/bin/python -m tests.vmath_golden --write"
 FLAVOURS: dict[str, tuple[str, ...]] = {
     "x86-64": ("log", "exp"),
     "x86-64-v3": ("log", "exp"),
-    "x86-64-v4": ("log", "log_scalar", "exp"),
+    "x86-64-v4": ("log", "log_scalar", "exp", "exp_scalar"),
 }
 """Per -march, the functions whose bits are pinned."""
 
@@ -68,6 +69,7 @@ LOSSGRAD_APPLY(apply_log, lossgrad::log)
 LOSSGRAD_APPLY(apply_exp, lossgrad::exp)
 #if defined(LOSSGRAD_VECTOR_LOG)
 LOSSGRAD_APPLY(apply_log_scalar, lossgrad_logf_scalar)
+LOSSGRAD_APPLY(apply_exp_scalar, lossgrad_expf_scalar)
 extern "C" __attribute__((visibility("default"))) const char* form() { return "fma+avx512"; }
 #elif defined(__FMA__)
 extern "C" __attribute__((visibility("default"))) const char* form() { return "fma"; }

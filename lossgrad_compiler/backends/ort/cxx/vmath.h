@@ -6,14 +6,16 @@
 // |r| <= ln2/2 and a Taylor polynomial), evaluated in the compute type, with every special
 // case (0, subnormals, negatives, inf, NaN, overflow, gradual underflow) resolved by selects
 // instead of branches. The float log has two forms: a polynomial in m-1 with fused
-// multiply-adds where the build has FMA, the odd series in s = (m-1)/(m+1) where it has not;
-// so its bits depend on whether the library is built with FMA (results stay the same from
-// run to run and across thread counts). A g++ build with AVX-512 also gives the FMA form a
-// 16-lane variant that vectorised loops call, with the same bits. Measured against the
-// correctly rounded result (every positive float for float log; every 7th float for exp; 2e7
-// random doubles), the largest errors are 0.827 ulp (float log, FMA) and 0.835 ulp
-// (without), 1.02 ulp (float exp), 0.77 ulp (double log) and 0.96 ulp (double exp);
-// tests/test_ort_numerics.py keeps them there, built both ways.
+// multiply-adds where the build has FMA, the odd series in s = (m-1)/(m+1) where it has not.
+// The float exp evaluates the same Taylor polynomial both ways, with fused multiply-adds
+// where the build has FMA. So the float functions' bits depend on whether the library is
+// built with FMA (results stay the same from run to run and across thread counts). A g++
+// build with AVX-512 also gives both FMA forms 16-lane variants that vectorised loops call,
+// with the same bits. Measured against the correctly rounded result (every positive float
+// for float log; every 7th float for exp; 2e7 random doubles), the largest errors are 0.827
+// ulp (float log, FMA) and 0.835 ulp (without), 1.02 ulp (float exp, either form), 0.77 ulp
+// (double log) and 0.96 ulp (double exp); tests/test_ort_numerics.py keeps them there, built
+// both ways.
 
 // Bit views (bits_of, float_of, double_of) come from half.h.
 namespace lossgrad {
@@ -67,9 +69,12 @@ inline FloatLogReduction reduce_for_log(float x) {
   return {m - 1.0f, static_cast<float>(k)};
 }
 
+// 2^k for k in float's normal exponent range, from its bits.
+inline float pow2(int32_t k) { return float_of(static_cast<uint32_t>(k + 127) << 23); }
+
 #if defined(__FMA__)
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#define LOSSGRAD_VECTOR_LOG 1
+#define LOSSGRAD_VECTOR_LOG 1  // and the float exp's variant beside it
 #endif
 
 // The operations the FMA form is written in, for a float and, with the vector variant, for 16
@@ -114,6 +119,43 @@ inline float log_fma(float x) {
   return log_special(x, log_from_reduction(f, kf));
 }
 
+
+// The float exp's reduction and polynomial (the Taylor series of exp_plain below), with every
+// a*b+c one fused multiply-add, for a float and, with the vector variant, for 16 floats.
+// kf = round(x / ln2) in one rounding; r = x - kf ln2 in two steps (kf * ln2_hi is exact);
+// p = exp(r) = 1 + (r + r^2 q(r)). The caller scales p by 2^kf.
+struct ExpReduction {
+  static constexpr float kRound = 0x1.8p23f;  // adding it rounds to an integer (nearest even)
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kLn2Hi = 6.93145751953125e-01f, kLn2Lo = 1.42860682030941723e-06f;
+};
+
+template <class F>
+inline F exp_polynomial(F r) {
+  const auto c = [](float v) { return splat<F>(v); };
+  F q = fused(c(1.0f / 5040.0f), r, c(1.0f / 720.0f));
+  q = fused(q, r, c(1.0f / 120.0f));
+  q = fused(q, r, c(1.0f / 24.0f));
+  q = fused(q, r, c(1.0f / 6.0f));
+  q = fused(q, r, c(0.5f));
+  // 1 + r (1 + r q): each fused step rounds once, the last at the result's scale.
+  return fused(r, fused(r, q, c(1.0f)), c(1.0f));
+}
+
+inline float exp_fma(float x) {
+  using R = ExpReduction;
+  // Past these, exp is inf or rounds to 0; clamping keeps 2^k representable below.
+  const float clamped = std::min(std::max(x, -104.0f), 89.0f);
+  const float kf = fused(clamped, R::kLog2e, R::kRound) - R::kRound;
+  const float r = fused(-kf, R::kLn2Lo, fused(-kf, R::kLn2Hi, clamped));
+  const float p = exp_polynomial(r);
+  // Two exact power-of-two factors, so a subnormal result is rounded once.
+  const int32_t k = static_cast<int32_t>(kf);
+  const int32_t k1 = k >> 1;
+  const float e = p * pow2(k1) * pow2(k - k1);
+  return x != x ? x + x : e;
+}
+
 #if defined(LOSSGRAD_VECTOR_LOG)
 // log_fma on 16 lanes with AVX-512's exact helpers: getexp/getmant read k and m (subnormal
 // inputs included) in three instructions where the scalar form needs a scale and a select,
@@ -133,6 +175,20 @@ inline __m512 log_fma16(__m512 x) {
   // (3), positive -> finite (0).
   return _mm512_fixupimm_ps(log_from_reduction(f, kf), x, _mm512_set1_epi32(0x03530422), 0);
 }
+
+// exp_fma on 16 lanes: the same operations, and AVX-512's scalef for p * 2^kf, which rounds
+// once as exp_fma's two exact factors do (and gives 0 or inf past the range as they do), in
+// one instruction where they take nine. NaN lanes give x + x, as exp_fma does.
+inline __m512 exp_fma16(__m512 x) {
+  using R = ExpReduction;
+  const __m512 clamped =
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  const __m512 round = _mm512_set1_ps(R::kRound);
+  const __m512 kf = fused(clamped, _mm512_set1_ps(R::kLog2e), round) - round;
+  const __m512 r = fused(-kf, _mm512_set1_ps(R::kLn2Lo), fused(-kf, _mm512_set1_ps(R::kLn2Hi), clamped));
+  const __m512 e = _mm512_scalef_ps(exp_polynomial(r), kf);
+  return _mm512_mask_add_ps(e, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, x);
+}
 #endif
 #endif
 
@@ -141,24 +197,29 @@ inline __m512 log_fma16(__m512 x) {
 #if defined(LOSSGRAD_VECTOR_LOG)
 // g++'s vectoriser calls a function declared `simd` through its vector variants (the x86
 // vector function ABI: b/c/d/e = SSE/AVX/AVX2/AVX-512, named _ZGV<isa>N<lanes>v_<symbol>).
-// The declaration's symbol is lossgrad_logf_scalar, defined below as the scalar form; the
-// variants are log_fma16, on 16 lanes or fewer. The calls must stay unconditional for the
-// vectoriser, hence -fno-tree-sink in the library's flags (build.py).
+// The declarations' symbols are lossgrad_logf_scalar and lossgrad_expf_scalar, defined below
+// as the scalar forms; the variants are log_fma16 and exp_fma16, on 16 lanes or fewer. The
+// calls must stay unconditional for the vectoriser, hence -fno-tree-sink and
+// -fno-thread-jumps in the library's flags (build.py).
+#define LOSSGRAD_VECTOR_VARIANTS(NAME, SCALAR, VECTOR)                                   \
+  __attribute__((simd("notinbranch"), const, nothrow)) float NAME(float);               \
+  float NAME(float x) __asm__(#NAME "_scalar");                                          \
+  float NAME##_scalar(float x) { return SCALAR(x); }                                     \
+  __m512 _ZGVeN16v_##NAME##_scalar(__m512 x) { return VECTOR(x); }                       \
+  __m256 _ZGVdN8v_##NAME##_scalar(__m256 x) {                                            \
+    return _mm512_castps512_ps256(VECTOR(_mm512_castps256_ps512(x)));                    \
+  }                                                                                      \
+  __m256 _ZGVcN8v_##NAME##_scalar(__m256 x) {                                            \
+    return _mm512_castps512_ps256(VECTOR(_mm512_castps256_ps512(x)));                    \
+  }                                                                                      \
+  __m128 _ZGVbN4v_##NAME##_scalar(__m128 x) {                                            \
+    return _mm512_castps512_ps128(VECTOR(_mm512_castps128_ps512(x)));                    \
+  }
 extern "C" {
-__attribute__((simd("notinbranch"), const, nothrow)) float lossgrad_logf(float);
-float lossgrad_logf(float x) __asm__("lossgrad_logf_scalar");
-float lossgrad_logf_scalar(float x) { return lossgrad::log_fma(x); }
-__m512 _ZGVeN16v_lossgrad_logf_scalar(__m512 x) { return lossgrad::log_fma16(x); }
-__m256 _ZGVdN8v_lossgrad_logf_scalar(__m256 x) {
-  return _mm512_castps512_ps256(lossgrad::log_fma16(_mm512_castps256_ps512(x)));
+LOSSGRAD_VECTOR_VARIANTS(lossgrad_logf, lossgrad::log_fma, lossgrad::log_fma16)
+LOSSGRAD_VECTOR_VARIANTS(lossgrad_expf, lossgrad::exp_fma, lossgrad::exp_fma16)
 }
-__m256 _ZGVcN8v_lossgrad_logf_scalar(__m256 x) {
-  return _mm512_castps512_ps256(lossgrad::log_fma16(_mm512_castps256_ps512(x)));
-}
-__m128 _ZGVbN4v_lossgrad_logf_scalar(__m128 x) {
-  return _mm512_castps512_ps128(lossgrad::log_fma16(_mm512_castps128_ps512(x)));
-}
-}
+#undef LOSSGRAD_VECTOR_VARIANTS
 #endif
 
 namespace lossgrad {
@@ -204,8 +265,8 @@ inline double log(double x) {
   return log_special(x, finite);
 }
 
-// 2^k for k in float's normal exponent range, from its bits.
-inline float pow2(int32_t k) { return float_of(static_cast<uint32_t>(k + 127) << 23); }
+#if !defined(__FMA__)
+// Without FMA: exp_fma's operations, each a*b+c two roundings.
 
 inline float exp(float x) {
   // Past these, exp is inf or rounds to 0; clamping keeps 2^k representable below.
@@ -228,6 +289,11 @@ inline float exp(float x) {
   const float e = p * pow2(k1) * pow2(k - k1);
   return x != x ? x + x : e;
 }
+#elif defined(LOSSGRAD_VECTOR_LOG)
+inline float exp(float x) { return lossgrad_expf(x); }
+#else
+inline float exp(float x) { return exp_fma(x); }
+#endif
 
 inline double exp(double x) {
   const double clamped = std::min(std::max(x, -746.0), 710.0);
