@@ -8,6 +8,7 @@ fused half path."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lossgrad_compiler.runtime.ort import kernel_library_source
 from tests.helpers.cases import DTYPES, OP_TYPES, make_case
 from tests.ort_native_support import case_model, native_library, native_session, run
 
@@ -59,3 +61,15 @@ def test_streamed_results_are_the_cached_ones(tmp_path: Path) -> None:
             # np.savez keeps bfloat16 as raw 2-byte records: compare shapes and bytes
             assert streamed[key].shape == value.shape, key
             assert streamed[key].tobytes() == value.tobytes(), key
+
+
+def test_only_bodies_without_exp_or_log_stream() -> None:
+    """Kernels bound by their arithmetic (a body calling exp or log) never stream: streaming
+    saves bandwidth they do not lack and adds a staging pass (cxx/stream.h)."""
+    kernels = re.findall(r"struct (K\d+) \{(.*?)\n\};", kernel_library_source(), re.S)
+    assert kernels
+    for name, body in kernels:
+        transcendental = "lossgrad::exp(" in body or "lossgrad::log(" in body
+        assert f"kStreams = {'false' if transcendental else 'true'};" in body, name
+    assert any("kStreams = false;" in body for _, body in kernels)
+    assert any("kStreams = true;" in body for _, body in kernels)

@@ -328,7 +328,8 @@ OrtStatus* run_variant(Call& c, const typename V::Params& p) {
     return run_job(c.ctx, job);
   } else {
     coalesce(l);
-    ElementwiseState<V> st{l, p, bytes_moved<V>(c, element) > stream_above_bytes()};
+    const bool stream = V::kStreams && bytes_moved<V>(c, element) > stream_above_bytes();
+    ElementwiseState<V> st{l, p, stream};
     job.total = c.result.numel();
     job.chunk = kChunkElements;
     job.state = &st;
