@@ -72,7 +72,9 @@ class CxxScalarOps(CxxFloatArithmetic):
 class KernelScalarOps(CxxScalarOps):
     """The ops of a kernel body, where some divisors are run-time parameters with an exact
     reciprocal beside them (`reciprocals`: divisor expression -> reciprocal expression, the
-    reciprocal 0 where it is not exact)."""
+    reciprocal 0 where it is not exact). The body is a template on kExact, true only where
+    every reciprocal of the call is exact (Params::exact()): the loops choose once per call,
+    so no element computes both the product and the quotient."""
 
     def __init__(self, reciprocals: dict[str, str]) -> None:
         super().__init__()
@@ -83,7 +85,7 @@ class KernelScalarOps(CxxScalarOps):
         reciprocal = self.reciprocals.get(a[1])
         if reciprocal is None:
             return super().divf(op, a)
-        return f"{reciprocal} != 0 ? {a[0]} * {reciprocal} : {a[0]} / {a[1]}"
+        return f"kExact ? {a[0]} * {reciprocal} : {a[0]} / {a[1]}"
 
 
 class ScalarPrinter:

@@ -143,9 +143,12 @@ class _VariantPrinter:
         printer.print_ops(_defining_ops(self.fn, captured))
         fields = [f"{cxx_type(v.type)} c{i};" for i, v in enumerate(captured)]
         values = [printer.name(v) for v in captured]
-        for i in self._divisors(captured):
+        divisors = self._divisors(captured)
+        for i in divisors:
             fields.append(f"{cxx_type(captured[i].type)} r{i};  // exact 1/c{i}, or 0")
             values.append(f"lossgrad::exact_reciprocal({values[i]})")
+        exact = " && ".join(f"r{i} != 0" for i in divisors) if divisors else "false"
+        fields.append(f"bool exact() const {{ return {exact}; }}")
         params_struct = "  struct Params {\n" + "".join(f"    {f}\n" for f in fields) + "  };"
         make_params = "".join(f"  {line}\n" for line in printer.lines)
         make_params += f"  return Params{{{', '.join(values)}}};\n"
@@ -174,6 +177,7 @@ class _VariantPrinter:
         params = ", ".join(f"[[maybe_unused]] L{i} a{i}" for i in range(NUM_OPERANDS))
         lines = "".join(f"    {line}\n" for line in printer.lines)
         return (
+            "  template <bool kExact>\n"
             f"  static inline Val value({params}, [[maybe_unused]] const Params& p) {{\n"
             f"{lines}    return {printer.name(self.fn.value)};\n  }}"
         )

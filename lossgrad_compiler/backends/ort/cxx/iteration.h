@@ -106,14 +106,32 @@ inline void coalesce(Layout& l) {
   l = c;
 }
 
-// Values of one block: out[i] = V::value(a[i], b[i], c[i], d[i], e[i]). An operand the
-// variant does not have is never read: its loads are dead once value() is inlined.
+// Values of one block: out[i] = V::value(a[i], b[i], c[i], d[i], e[i]), the body
+// multiplying by its run-time divisors' reciprocals where every one of the call is exact
+// (Params::exact()) and dividing otherwise: chosen once per call, so that no element
+// computes both the product and the quotient. An operand the variant does not have is
+// never read: its loads are dead once value() is inlined. Each loop is a function of its
+// own: inlined side by side into one caller, g++'s partial redundancy elimination merged
+// the two loops' common exp call out of the select and left one of them unvectorised
+// (SoftMarginLossBackward with reduction=mean: 12x slower).
+template <class V, bool kExact, class R>
+__attribute__((noinline)) void value_loop(const typename V::L0* __restrict a, const typename V::L1* __restrict b,
+                       const typename V::L2* __restrict c, const typename V::L3* __restrict d,
+                       const typename V::L4* __restrict e, R* __restrict out, int64_t n,
+                       const typename V::Params& p) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = V::template value<kExact>(a[i], b[i], c[i], d[i], e[i], p);
+}
+
 template <class V, class R>
 inline void value_block(const typename V::L0* __restrict a, const typename V::L1* __restrict b,
                         const typename V::L2* __restrict c, const typename V::L3* __restrict d,
                         const typename V::L4* __restrict e, R* __restrict out, int64_t n,
                         const typename V::Params& p) {
-  for (int64_t i = 0; i < n; ++i) out[i] = V::value(a[i], b[i], c[i], d[i], e[i], p);
+  if (p.exact())
+    value_loop<V, true>(a, b, c, d, e, out, n, p);
+  else
+    value_loop<V, false>(a, b, c, d, e, out, n, p);
 }
 
 // One operand's block buffer. A broadcast operand (stride 0, e.g. a 0-d grad_output) is
@@ -253,9 +271,9 @@ struct HalfStream {
   }
 };
 
-template <class V>
-void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
-                      const typename V::Params& params) {
+template <class V, bool kExact>
+__attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
+                       const typename V::Params& params) {
   using H = typename V::Out;
   // A local copy: the vector stores may alias anything, so a referenced parameter would be
   // reloaded (and its division test repeated) in every chunk.
@@ -277,7 +295,8 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
     // Kept a loop: fully unrolled early, it is left to the SLP vectoriser, which scalarised
     // some bodies (KlDivBackward's scale product); the loop vectoriser makes one vector step.
 #pragma GCC unroll 1
-    for (int j = 0; j < kChunk; ++j) values[j] = V::value(a[j], b[j], c[j], d[j], e[j], p);
+    for (int j = 0; j < kChunk; ++j)
+      values[j] = V::template value<kExact>(a[j], b[j], c[j], d[j], e[j], p);
     narrow_chunk(values, to);
   };
   // in registers, not reloaded
@@ -299,6 +318,15 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
   H tail[kChunk];
   chunk(from[0], from[1], from[2], from[3], from[4], tail);
   std::copy(tail, tail + (n - i), out + i);
+}
+
+template <class V>
+void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
+                      const typename V::Params& params) {
+  if (params.exact())
+    fused_half_chunks<V, true>(in, out, n, params);
+  else
+    fused_half_chunks<V, false>(in, out, n, params);
 }
 
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
