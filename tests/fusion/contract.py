@@ -37,8 +37,9 @@ exactly one of the evaluations: nothing else can differ.)
 
 The bound is the gradient's: it applies to the gradient's output and to every other output
 that holds its values in the same order (gradient_copies: the same tensor read through
-Identity, Reshape, Squeeze, Unsqueeze, Flatten, or an Expand or Slice that keeps every
-element); every other output is checked with B = 0.
+Identity, Reshape, Squeeze, Unsqueeze, Flatten, an Expand or Slice that keeps every element,
+or a Cast to a float type), with R that output's type; every other output is checked with
+B = 0.
 
 With `reassociate=True` (fuse(model, reassociate=True)), the pass may evaluate in another
 order: elements are checked only where every input and exp(t) is 0 or within
@@ -454,14 +455,18 @@ VALUE_PRESERVING = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Fl
 # (Expand then repeats nothing; Slice, with positive steps, drops nothing and keeps the
 # order): an exporter's or the inline mode's way of giving the gradient self's shape.
 SIZE_PRESERVING = frozenset({"Expand", "Slice"})
+# A Cast to one of these rounds once more: the gradient in its compute type before the
+# Cast to the result's is the same sum, held to the bound for that output's own type.
+FLOAT_CASTS = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE})
 
 
 def gradient_copies(
     model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], output: str
 ) -> set[str]:
     """The graph outputs of `model` that hold the values of `output` in the same order on
-    `feeds`: `output` itself and those reached from the same tensor as it through
-    VALUE_PRESERVING ops and SIZE_PRESERVING ops that keep every element (main graph)."""
+    `feeds`, perhaps in another float type: `output` itself and those reached from the same
+    tensor as it through VALUE_PRESERVING ops, SIZE_PRESERVING ops that keep every element
+    and FLOAT_CASTS (main graph)."""
     producers = {
         name: node
         for node in model.graph.node
@@ -472,7 +477,7 @@ def gradient_copies(
     def walk(name: str) -> tuple[str, list[onnx.NodeProto]]:
         """The tensor `name` copies, and the SIZE_PRESERVING nodes on the way."""
         conditional = []
-        while name in producers and producers[name].op_type in VALUE_PRESERVING | SIZE_PRESERVING:
+        while name in producers and _copies(producers[name]):
             node = producers[name]
             if node.op_type in SIZE_PRESERVING:
                 conditional.append(node)
@@ -500,6 +505,14 @@ def gradient_copies(
         return {output}
     kept = {name for name, c in candidates.items() if all(map(keeps_every_element, c))}
     return {output, *kept}
+
+
+def _copies(node: onnx.NodeProto) -> bool:
+    """The node passes its first input's elements on in order (rounded, for a Cast)."""
+    if node.op_type == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), 0)
+        return to in FLOAT_CASTS
+    return node.op_type in VALUE_PRESERVING | SIZE_PRESERVING
 
 
 def _size_inputs(node: onnx.NodeProto) -> list[str]:
@@ -630,18 +643,23 @@ def check_fusion(
     values = evaluate_terms(original, feeds, subject.terms)
     terms = Terms(subject.op_type, subject.attrs, values)
     problems: list[str] = []
-    index = names.index(subject.output)
-    expected = np.asarray(evaluations[0][index])
-    gradient = allowance(terms, subject.compute, expected.dtype, expected, reassociate)
+    gradient_shape = np.asarray(evaluations[0][names.index(subject.output)]).shape
     # Another output holds the gradient's own values (docs/fusion.md: the bound is per
     # element of the gradient) where it reaches the same tensor as the gradient's output
-    # through value-preserving ops only; it gets the gradient's allowance, reshaped. Every
-    # other output (an intermediate, a value computed from the gradient) keeps B = 0.
+    # through value-preserving ops and float Casts only; it gets the gradient's allowance
+    # for its own type, reshaped. Every other output (an intermediate, a value computed
+    # from the gradient) keeps B = 0.
     same = gradient_copies(original, feeds, subject.output)
     allowed: dict[str, Allowance | None] = {}
     for i, name in enumerate(names):
-        shape = np.asarray(evaluations[0][i]).shape
-        allowed[name] = gradient.reshaped(shape) if name in same else None
+        found = np.asarray(evaluations[0][i])
+        if name not in same or found.dtype not in (np.float16, np.float32, np.float64):
+            allowed[name] = None
+            continue
+        expected = found.reshape(gradient_shape)
+        allowed[name] = allowance(
+            terms, subject.compute, expected.dtype, expected, reassociate
+        ).reshaped(found.shape)
     # ONNX Runtime as its users run it rewrites graphs: Mul(x, Div(1, n)) becomes
     # Div(x, n) (its DivMulFusion), which rounds otherwise. With its rewrites off it runs
     # ONNX's operations one by one, except that its CPU provider computes float16 arithmetic

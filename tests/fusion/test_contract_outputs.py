@@ -150,6 +150,11 @@ def _chain(ops: list[tuple[str, list[str], dict]]) -> onnx.ModelProto:
           ("Slice", ["s", "from_second", "same", "axes", "also"], {})], {"y"}),
         ([("Identity", ["s", "y"], {}), ("Neg", ["s", "also"], {})], {"y"}),
         ([("Identity", ["s", "y"], {}), ("Identity", ["x", "also"], {})], {"y"}),
+        # the sum before or after a Cast to a float type is the same sum
+        ([("Cast", ["s", "y"], {"to": onnx.TensorProto.FLOAT16}),
+          ("Identity", ["s", "also"], {})], {"y", "also"}),
+        ([("Identity", ["s", "y"], {}), ("Cast", ["s", "also"], {"to": onnx.TensorProto.INT64}),
+          ], {"y"}),
     ],
 )  # fmt: skip
 def test_which_outputs_copy_the_gradient(ops: list, copies: set[str]) -> None:
@@ -157,3 +162,39 @@ def test_which_outputs_copy_the_gradient(ops: list, copies: set[str]) -> None:
     feeds = {"x": np.arange(6.0).reshape(3, 1, 2)}
     ReferenceEvaluator(model).run(None, feeds)  # a valid graph
     assert gradient_copies(model, feeds, "y") == copies
+
+
+def test_a_read_out_sum_before_the_cast_to_the_result_type_gets_its_allowance() -> None:
+    """The fuzzer's second finding: in float16 the inline form sums in float32 and Casts
+    the sum to float16; `also` reads the float32 sum, which the fused node computes in
+    another order. It is the gradient in float32 and gets the bound for float32."""
+    inputs = [("grad_output", np.float16, [1, 1, 1, 4, 1]), ("self", np.float16, [1, 1, 1])]
+    inputs.append(("target", np.float16, [2, 1, 1, 4, 1]))
+    node = lo.make_node(
+        "KlDivBackward", list(spec.INPUT_NAMES), "y", name="node", reduction="none", log_target=0
+    )
+    original = lo.make_model(lo.make_graph([node], inputs, ["y"], name="g"), onnx_opset=15)
+    model = compile_model(original, target="onnx", mode="inline").model
+    total = next(n for n in model.graph.node if n.op_type == "ReduceSum").output[0]
+    model.graph.node.append(helper.make_node("Identity", [total], ["also"]))
+    model.graph.output.append(helper.make_tensor_value_info("also", onnx.TensorProto.FLOAT, None))
+    # terms -(2048 * t): +-2^24 and 1s, which float32 keeps or drops by the order
+    row = [8192.0, 2.0**-11, -8192.0, 2.0**-11]
+    feeds = {
+        "grad_output": np.full((1, 1, 1, 4, 1), 2048, np.float16),
+        "self": np.zeros((1, 1, 1), np.float16),
+        "target": np.array([row, row], np.float16).reshape(2, 1, 1, 4, 1),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fused, report = fuse(model)
+    assert [f.op_type for f in report.fused] == ["KlDivBackward"], report.lines()
+    assert [n.op_type for n in fused.graph.node if n.output[0] == "y"] == ["Cast"]
+    original_also = meanings(model, feeds, ["also"])[0][0]
+    assert run_fused_reference(fused, feeds)[1].ravel()[0] != original_also.ravel()[0]
+    assert gradient_copies(model, feeds, "y") == {"y", "also"}
+    subject = Subject(
+        model, "KlDivBackward", {"reduction": "none", "log_target": 0},
+        {n: n for n in spec.INPUT_NAMES}, np.float32,
+    )  # fmt: skip
+    assert not check_fusion(subject, fused, feeds)
