@@ -115,10 +115,10 @@ inline void coalesce(Layout& l) {
 // the two loops' common exp call out of the select and left one of them unvectorised
 // (SoftMarginLossBackward with reduction=mean: 12x slower).
 template <class V, bool kExact, class R>
-__attribute__((noinline)) void value_loop(const typename V::L0* __restrict a, const typename V::L1* __restrict b,
-                       const typename V::L2* __restrict c, const typename V::L3* __restrict d,
-                       const typename V::L4* __restrict e, R* __restrict out, int64_t n,
-                       const typename V::Params& p) {
+__attribute__((noinline)) void value_loop(
+    const typename V::L0* __restrict a, const typename V::L1* __restrict b,
+    const typename V::L2* __restrict c, const typename V::L3* __restrict d,
+    const typename V::L4* __restrict e, R* __restrict out, int64_t n, const typename V::Params& p) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = V::template value<kExact>(a[i], b[i], c[i], d[i], e[i], p);
 }
@@ -272,8 +272,9 @@ struct HalfStream {
 };
 
 template <class V, bool kExact>
-__attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
-                       const typename V::Params& params) {
+__attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Out>* in,
+                                                 typename V::Out* out, int64_t n,
+                                                 const typename V::Params& params) {
   using H = typename V::Out;
   // A local copy: the vector stores may alias anything, so a referenced parameter would be
   // reloaded (and its division test repeated) in every chunk.
