@@ -6,9 +6,9 @@ as the wheel build does (through the kernel build cache):
 * the same numerics as the JIT build: tests/test_ort_native.py (reference bounds, bits
   identical across thread counts, special values, mixed types) and the fused-halves tests
   run again with each level's library;
-* the bits: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits here (FMA log, F16C), -v2
-  differs only where the float log's form differs (no FMA: the fdlibm form,
-  docs/install.md)."""
+* the bits: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits here (FMA log and exp,
+  F16C), -v2 differs only where the float log's or exp's form differs (no FMA: the fdlibm
+  log, the exp's separate roundings; docs/install.md)."""
 
 from __future__ import annotations
 
@@ -110,25 +110,31 @@ def _outputs(library: str, cases: list) -> list[np.ndarray]:
     return [run(native_session(case_model(c), threads=1, library=library), c.inputs) for c in cases]
 
 
-def _float_log_case(case) -> bool:
-    """Whether `case` computes a float log (KlDivTargetBackward, log_target 0, computed in
-    float32: float32, float16 and bfloat16 inputs)."""
-    return (
-        case.op_type == "KlDivTargetBackward"
-        and case.attrs.get("log_target", 0) == 0
-        and np.dtype(case.compute_dtype) == np.float32
+def _float_log_or_exp_case(case) -> bool:
+    """Whether `case` computes a float log or exp (computed in float32: float32, float16 and
+    bfloat16 inputs): KlDivTargetBackward (log with log_target 0, exp with 1), KlDivBackward
+    with log_target 1, and the sigmoid's exp of SoftMarginLossBackward and
+    BinaryCrossEntropyWithLogitsBackward."""
+    if np.dtype(case.compute_dtype) != np.float32:
+        return False
+    if case.op_type == "KlDivBackward":
+        return case.attrs.get("log_target", 0) == 1
+    return case.op_type in (
+        "KlDivTargetBackward",
+        "SoftMarginLossBackward",
+        "BinaryCrossEntropyWithLogitsBackward",
     )
 
 
 @pytest.mark.parametrize("level", prebuilt.LEVELS)
 def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
     """Where the CPU runs the level: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits
-    on every standard case; -v2 too, except for the cases that compute a float log."""
+    on every standard case; -v2 too, except for the cases that compute a float log or exp."""
     if prebuilt.cpu_level(prebuilt_dir) < prebuilt.LEVELS.index(level) + 2:
         pytest.skip(f"this CPU does not run {level}")
     jit = native_library()
     if "__FMA__" not in build_macros(toolchain().arch_flags):
-        pytest.skip("the JIT build here has no FMA, so its float log is -v2's")
+        pytest.skip("the JIT build here has no FMA, so its float log and exp are -v2's")
     library = str(prebuilt_dir / prebuilt.library_name(level))
     differing = []
     for op_type in OP_TYPES:
@@ -139,7 +145,7 @@ def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
                 if a.tobytes() != b.tobytes():
                     differing.append(case)
     if level == "x86-64-v2":
-        assert all(_float_log_case(c) for c in differing), [c.label for c in differing]
+        assert all(_float_log_or_exp_case(c) for c in differing), [c.label for c in differing]
     else:
         assert not differing, [c.label for c in differing]
     # the float log over 2^16 targets: the forms differ in the last bit for some of them
