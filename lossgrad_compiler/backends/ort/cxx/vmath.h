@@ -72,6 +72,25 @@ inline FloatLogReduction reduce_for_log(float x) {
 // 2^k for k in float's normal exponent range, from its bits.
 inline float pow2(int32_t k) { return float_of(static_cast<uint32_t>(k + 127) << 23); }
 
+// The float exp's constants, for both of its forms (with and without FMA):
+// kf = round(x / ln2), r = x - kf ln2 in two steps (kf * ln2_hi is exact).
+struct ExpReduction {
+  // Past these, exp is inf or rounds to 0; clamping keeps 2^k representable below.
+  static constexpr float kLowest = -104.0f, kHighest = 89.0f;
+  static constexpr float kRound = 0x1.8p23f;  // adding it rounds to an integer (nearest even)
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kLn2Hi = 6.93145751953125e-01f, kLn2Lo = 1.42860682030941723e-06f;
+};
+
+// exp(x) = p * 2^kf with p = exp(r): two exact power-of-two factors, so a subnormal result is
+// rounded once; a NaN x gives x + x.
+inline float scale_exp(float x, float p, float kf) {
+  const int32_t k = static_cast<int32_t>(kf);
+  const int32_t k1 = k >> 1;
+  const float e = p * pow2(k1) * pow2(k - k1);
+  return x != x ? x + x : e;
+}
+
 #if defined(__FMA__)
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 #define LOSSGRAD_VECTOR_LOG 1  // and the float exp's variant beside it
@@ -119,16 +138,9 @@ inline float log_fma(float x) {
   return log_special(x, log_from_reduction(f, kf));
 }
 
-// The float exp's reduction and polynomial (the Taylor series to r^7 of the form without FMA
-// below), with every a*b+c one fused multiply-add, for a float and, with the vector variant,
-// for 16 floats. kf = round(x / ln2) in one rounding; r = x - kf ln2 in two steps (kf * ln2_hi
-// is exact); p = exp(r) = 1 + r (1 + r q(r)). The caller scales p by 2^kf.
-struct ExpReduction {
-  static constexpr float kRound = 0x1.8p23f;  // adding it rounds to an integer (nearest even)
-  static constexpr float kLog2e = 1.44269504088896341f;
-  static constexpr float kLn2Hi = 6.93145751953125e-01f, kLn2Lo = 1.42860682030941723e-06f;
-};
-
+// The float exp's polynomial (the Taylor series to r^7 of the form without FMA below), with
+// every a*b+c one fused multiply-add, for a float and, with the vector variant, for 16
+// floats: p = exp(r) = 1 + r (1 + r q(r)). The caller scales p by 2^kf.
 template <class F>
 inline F exp_polynomial(F r) {
   const auto c = [](float v) { return splat<F>(v); };
@@ -143,16 +155,10 @@ inline F exp_polynomial(F r) {
 
 inline float exp_fma(float x) {
   using R = ExpReduction;
-  // Past these, exp is inf or rounds to 0; clamping keeps 2^k representable below.
-  const float clamped = std::min(std::max(x, -104.0f), 89.0f);
+  const float clamped = std::min(std::max(x, R::kLowest), R::kHighest);
   const float kf = fused(clamped, R::kLog2e, R::kRound) - R::kRound;
   const float r = fused(-kf, R::kLn2Lo, fused(-kf, R::kLn2Hi, clamped));
-  const float p = exp_polynomial(r);
-  // Two exact power-of-two factors, so a subnormal result is rounded once.
-  const int32_t k = static_cast<int32_t>(kf);
-  const int32_t k1 = k >> 1;
-  const float e = p * pow2(k1) * pow2(k - k1);
-  return x != x ? x + x : e;
+  return scale_exp(x, exp_polynomial(r), kf);
 }
 
 #if defined(LOSSGRAD_VECTOR_LOG)
@@ -181,7 +187,7 @@ inline __m512 log_fma16(__m512 x) {
 inline __m512 exp_fma16(__m512 x) {
   using R = ExpReduction;
   const __m512 clamped =
-      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(R::kLowest)), _mm512_set1_ps(R::kHighest));
   const __m512 round = _mm512_set1_ps(R::kRound);
   const __m512 kf = fused(clamped, _mm512_set1_ps(R::kLog2e), round) - round;
   const __m512 r1 = fused(-kf, _mm512_set1_ps(R::kLn2Hi), clamped);
@@ -270,11 +276,10 @@ inline double log(double x) {
 // each a*b+c two roundings.
 
 inline float exp(float x) {
-  // Past these, exp is inf or rounds to 0; clamping keeps 2^k representable below.
-  const float clamped = std::min(std::max(x, -104.0f), 89.0f);
-  constexpr float kRound = 0x1.8p23f;  // adding it rounds to an integer (nearest even)
-  const float kf = (clamped * 1.44269504088896341f + kRound) - kRound;
-  const float r = (clamped - kf * 6.93145751953125e-01f) - kf * 1.42860682030941723e-06f;
+  using R = ExpReduction;
+  const float clamped = std::min(std::max(x, R::kLowest), R::kHighest);
+  const float kf = (clamped * R::kLog2e + R::kRound) - R::kRound;
+  const float r = (clamped - kf * R::kLn2Hi) - kf * R::kLn2Lo;
   // Taylor series to r^7 (truncation error < 0.13 ulp for |r| <= ln2/2), summed as
   // 1 + (r + r^2 q(r)) so that only the last addition rounds at the scale of the result.
   float q = 1.0f / 5040.0f;
@@ -283,12 +288,7 @@ inline float exp(float x) {
   q = q * r + 1.0f / 24.0f;
   q = q * r + 1.0f / 6.0f;
   q = q * r + 0.5f;
-  const float p = 1.0f + (r + (r * r) * q);
-  // Two exact power-of-two factors, so a subnormal result is rounded once.
-  const int32_t k = static_cast<int32_t>(kf);
-  const int32_t k1 = k >> 1;
-  const float e = p * pow2(k1) * pow2(k - k1);
-  return x != x ? x + x : e;
+  return scale_exp(x, 1.0f + (r + (r * r) * q), kf);
 }
 #elif defined(LOSSGRAD_VECTOR_LOG)
 inline float exp(float x) { return lossgrad_expf(x); }
