@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -110,8 +111,34 @@ void triad(float* a, const float* b, const float* c, float s, int64_t n, int thr
 """
 
 
+# The CPUs this process may run on, and where an ORT runner's threads go. ORT pins none of its
+# intra-op pool threads unless told, and the benchmark holds several sessions (native, function
+# path, prebuilt), each with its own pool: on this 2-CPU machine a session's pool thread often
+# shared a CPU with the calling thread, and 2-thread times of one library in four sessions
+# alternated 1.0 / 2.3 ms; pinned as below, 1.07-1.37 ms (MseLossBackward float32, 2^22).
+ALL_CPUS = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
+
+
+def ort_cpus(threads: int) -> tuple[frozenset[int], str | None]:
+    """The CPU that holds an ORT runner's calling thread, and the affinities of its pool
+    threads (ORT numbers processors from 1), each on a CPU of its own: none where this process
+    has fewer CPUs than threads, or where the platform cannot pin."""
+    cpus = sorted(ALL_CPUS)
+    if len(cpus) < max(threads, 1):
+        return ALL_CPUS, None
+    pool = ";".join(str(cpu + 1) for cpu in cpus[1:threads])
+    return frozenset(cpus[:1]), pool or None
+
+
+def on_its_cpus(run: Callable[[], object]) -> None:
+    """Hold the calling thread where `run` wants it (an ORT runner: its CPU; others: any)."""
+    if ALL_CPUS:
+        os.sched_setaffinity(0, getattr(run, "main_cpus", ALL_CPUS))
+
+
 def best_time(run: Callable[[], object], budget: float = 1.0, min_runs: int = 3) -> float:
     """Minimum seconds per call over repeated calls within about `budget` seconds."""
+    on_its_cpus(run)
     run()  # warm up (allocations, page faults, lazy initialisation)
     best = float("inf")
     start = time.perf_counter()
@@ -137,14 +164,16 @@ def best_times(
     calls whose first is not counted, so that a runner's data are as warm in cache as when it
     runs alone (the others' turns evict them). A pause follows each turn: ORT's and the other
     runtimes' pool threads spin for a while after a call and would take the next runner's
-    second core."""
+    second core. Each turn starts with the calling thread on the runner's CPUs (on_its_cpus)."""
     for run in runners.values():
+        on_its_cpus(run)
         run()  # warm up (allocations, page faults, lazy initialisation)
     best = dict.fromkeys(runners, float("inf"))
     start = time.perf_counter()
     rounds = 0
     while rounds < min_rounds or (time.perf_counter() - start < budget and rounds < 200):
         for name, run in runners.items():
+            on_its_cpus(run)
             run()
             for _ in range(burst - 1):
                 t0 = time.perf_counter()
@@ -198,13 +227,32 @@ def ort_runner(
     so = session_options(native, intra_op_num_threads=threads, inter_op_num_threads=1)
     if library is not None:
         so.register_custom_ops_library(library)
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = pinned_session(model.SerializeToString(), so, threads)
     binding = sess.io_binding()
     for name, key in zip(("go", "x", "t"), spec.INPUT_NAMES, strict=True):
         binding.bind_ortvalue_input(name, to_ort_value(inputs[key]))
     out = to_ort_value(np.empty_like(inputs["self"]))
     binding.bind_ortvalue_output("out", out)
-    return lambda: sess.run_with_iobinding(binding)
+    return bound_runner(sess, binding, threads)
+
+
+def pinned_session(model: bytes, so: ort.SessionOptions, threads: int) -> ort.InferenceSession:
+    """A CPU session whose pool threads are pinned as ort_cpus says."""
+    pool = ort_cpus(threads)[1]
+    if pool is not None:
+        so.add_session_config_entry("session.intra_op_thread_affinities", pool)
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def bound_runner(sess: ort.InferenceSession, binding: object, threads: int):
+    """One run of `sess` with its IO binding; best_time(s) holds the calling thread on the
+    CPU that ort_cpus leaves it."""
+
+    def run() -> None:
+        sess.run_with_iobinding(binding)
+
+    run.main_cpus = ort_cpus(threads)[0]  # type: ignore[attr-defined]
+    return run
 
 
 def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
@@ -445,12 +493,12 @@ def mul_runner(n: int, dtype: np.dtype, threads: int):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
     so = session_options(False, intra_op_num_threads=threads, inter_op_num_threads=1)
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = pinned_session(model.SerializeToString(), so, threads)
     binding = sess.io_binding()
     for name in ("a", "b"):
         binding.bind_ortvalue_input(name, to_ort_value(np.ones(n, dtype)))
     binding.bind_ortvalue_output("c", to_ort_value(np.empty(n, dtype)))
-    return lambda: sess.run_with_iobinding(binding)
+    return bound_runner(sess, binding, threads)
 
 
 def measure_cell(
