@@ -89,13 +89,15 @@ class KernelScalarOps(CxxScalarOps):
 
 
 class ScalarPrinter:
-    """Prints scalar ops as C++ statements, naming each result `v<N>`."""
+    """Prints scalar ops as C++ statements, naming each result `v<N>`: typed, or `auto` where
+    the statements must compile for a float and for 16 lanes of floats alike (`any_lanes`)."""
 
-    def __init__(self, ops: CxxScalarOps | None = None) -> None:
+    def __init__(self, ops: CxxScalarOps | None = None, any_lanes: bool = False) -> None:
         self.names: dict[SSAValue, str] = {}
         self.lines: list[str] = []
         self._ops = ops or CxxScalarOps()
         self._counter = 0
+        self._any_lanes = any_lanes
 
     def bind(self, value: SSAValue, expression: str) -> None:
         self.names[value] = expression
@@ -119,5 +121,6 @@ class ScalarPrinter:
         expression = self._ops.translate(op, [self.name(v, op) for v in op.operands])
         name = f"v{self._counter}"
         self._counter += 1
-        self.lines.append(f"const {cxx_type(result.type)} {name} = {expression};")
+        declared = "auto" if self._any_lanes else cxx_type(result.type)
+        self.lines.append(f"const {declared} {name} = {expression};")
         self.names[result] = name

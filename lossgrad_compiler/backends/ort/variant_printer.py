@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.dialects.linalg.ops import FillOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
@@ -115,6 +115,7 @@ class _VariantPrinter:
             f"  using Out = {out_type};",
             f"  static constexpr bool kReduces = {_bool(fn.reduces)};",
             f"  static constexpr bool kStreams = {_bool(streams_its_result(fn.compute_ops))};",
+            f"  static constexpr bool kLanes16 = {_bool(self._any_lanes(load_types))};",
             *(
                 f"  static constexpr bool kUses{i} = {_bool(reads)};"
                 for i, reads in enumerate([*(o.reads for o in fn.operands), *[False] * unused])
@@ -122,7 +123,7 @@ class _VariantPrinter:
         ]
         captured = list(fn.captured)
         params_struct, make_params = self._prologue(captured)
-        lines += [params_struct, self._value_function(captured)]
+        lines += [params_struct, self._value_function(captured, self._any_lanes(load_types))]
         if fn.main.accumulation is not None:
             lines.append(self._init(value_type))
             first = fn.main.accumulation.accumulator_first
@@ -165,20 +166,38 @@ class _VariantPrinter:
             if any(isinstance(op, arith.DivfOp) and op.rhs is v for op in self.fn.compute_ops)
         ]
 
-    def _value_function(self, captured: list[SSAValue]) -> str:
+    def _any_lanes(self, load_types: list[str]) -> bool:
+        """Whether the body may run on 16 floats at once (cxx/iteration.h's value_lanes16):
+        every operand it reads is loaded as a float and every value of the body is a float
+        or a comparison's flag, so that each operator means the same lane by lane."""
+        body_types = {str(r.type) for op in self.fn.compute_ops for r in op.results}
+        reads = [o.reads for o in self.fn.operands]
+        return (
+            cxx_type(self.fn.value.type) == "float"
+            and all(t == "float" for t, read in zip(load_types, reads, strict=True) if read)
+            and body_types <= {"f32", "i1"}
+            and all(c.type == Float32Type() for c in self.fn.captured)
+        )
+
+    def _value_function(self, captured: list[SSAValue], any_lanes: bool) -> str:
         reciprocals = {f"p.c{i}": f"p.r{i}" for i in self._divisors(captured)}
-        printer = ScalarPrinter(KernelScalarOps(reciprocals))
+        printer = ScalarPrinter(KernelScalarOps(reciprocals), any_lanes)
         for i, operand in enumerate(self.fn.operands):
             printer.bind(operand.generic.block_arg, f"a{i}")
             printer.bind(operand.loaded, f"a{i}")
         for i, v in enumerate(captured):
             printer.bind(v, f"p.c{i}")
         printer.print_ops(self.fn.compute_ops)
-        params = ", ".join(f"[[maybe_unused]] L{i} a{i}" for i in range(NUM_OPERANDS))
         lines = "".join(f"    {line}\n" for line in printer.lines)
+        if any_lanes:  # a float or 16 lanes of floats (A<i>), the result of the same kind
+            head = "".join(f", class A{i}" for i in range(NUM_OPERANDS))
+            params = ", ".join(f"[[maybe_unused]] A{i} a{i}" for i in range(NUM_OPERANDS))
+            signature = f"  template <bool kExact{head}>\n  static inline auto value("
+        else:
+            params = ", ".join(f"[[maybe_unused]] L{i} a{i}" for i in range(NUM_OPERANDS))
+            signature = "  template <bool kExact>\n  static inline Val value("
         return (
-            "  template <bool kExact>\n"
-            f"  static inline Val value({params}, [[maybe_unused]] const Params& p) {{\n"
+            f"{signature}{params}, [[maybe_unused]] const Params& p) {{\n"
             f"{lines}    return {printer.name(self.fn.value)};\n  }}"
         )
 

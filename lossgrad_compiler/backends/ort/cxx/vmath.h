@@ -296,6 +296,21 @@ inline float exp(float x) { return lossgrad_expf(x); }
 inline float exp(float x) { return exp_fma(x); }
 #endif
 
+#if defined(LOSSGRAD_VECTOR_LOG)
+// 16 floats as one value, for the bodies printed over any lane type (kLanes16): the
+// arithmetic, comparison and ?: operators of g++'s vector extension act lane by lane as on a
+// float (a comparison gives -1 or 0 per lane, and ?: selects on it), and log and exp are the
+// vector variants inline. The iteration runs such a body on 16 elements at a time without
+// the vectoriser's call to a variant per step (cxx/iteration.h's value_loop).
+typedef float floatx16 __attribute__((vector_size(64)));
+inline floatx16 log(floatx16 x) {
+  return reinterpret_cast<floatx16>(log_fma16(reinterpret_cast<__m512>(x)));
+}
+inline floatx16 exp(floatx16 x) {
+  return reinterpret_cast<floatx16>(exp_fma16(reinterpret_cast<__m512>(x)));
+}
+#endif
+
 inline double exp(double x) {
   const double clamped = std::min(std::max(x, -746.0), 710.0);
   constexpr double kRound = 0x1.8p52;
