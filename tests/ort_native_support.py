@@ -8,6 +8,7 @@ library_path() both return that path."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from typing import Any
 
@@ -20,7 +21,7 @@ from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, toolchain
 from lossgrad_compiler.runtime import ort as runtime_ort
-from lossgrad_compiler.runtime.ort import library_path
+from lossgrad_compiler.runtime.ort import kernel_library_source, library_path
 from lossgrad_compiler.runtime.ort_io import run_session
 
 FEED_NAMES = ("go", "x", "t")
@@ -59,6 +60,11 @@ def build_macros(arch_flags: tuple[str, ...]) -> set[str]:
         check=True,
     )
     return {line.split()[1] for line in done.stdout.splitlines() if line.startswith("#define")}
+
+
+def kernel_structs() -> list[tuple[str, str]]:
+    """(name, body) of every kernel struct K<N> in the library's source, as printed."""
+    return re.findall(r"struct (K\d+) \{(.*?)\n\};", kernel_library_source(), re.S)
 
 
 def builds_vector_log(arch_flags: tuple[str, ...]) -> bool:

@@ -9,12 +9,13 @@ import re
 
 import pytest
 
-from lossgrad_compiler.runtime.ort import kernel_library_source
+from lossgrad_compiler.backends.ort.variant_printer import NUM_OPERANDS
+from tests.ort_native_support import kernel_structs
 
 
 @pytest.fixture(scope="module")
 def kernels() -> list[tuple[str, str]]:
-    found = re.findall(r"struct (K\d+) \{(.*?)\n\};", kernel_library_source(), re.S)
+    found = kernel_structs()
     assert found
     return found
 
@@ -24,7 +25,7 @@ def all_float(body: str) -> bool:
     type (a half type's rounding, a double): read from the types the iteration declares, the
     operands it uses and the conversions."""
     types = {re.search(r"using Val = (\w+);", body).group(1)}
-    for i in range(5):
+    for i in range(NUM_OPERANDS):
         if f"kUses{i} = true;" in body:
             types.add(re.search(rf"using L{i} = (\w+);", body).group(1))
     return types == {"float"} and "convert<" not in body

@@ -8,7 +8,6 @@ fused half path."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lossgrad_compiler.runtime.ort import kernel_library_source
 from tests.helpers.cases import DTYPES, OP_TYPES, make_case
-from tests.ort_native_support import case_model, native_library, native_session, run
+from tests.ort_native_support import (
+    case_model,
+    kernel_structs,
+    native_library,
+    native_session,
+    run,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [((), (3, 1111), (3, 1111)), ((1111,), (3, 1111), (1111,)), ((7,), (7,), (7,))]
@@ -66,7 +70,7 @@ def test_streamed_results_are_the_cached_ones(tmp_path: Path) -> None:
 def test_only_bodies_without_exp_or_log_stream() -> None:
     """Kernels bound by their arithmetic (a body calling exp or log) never stream: streaming
     saves bandwidth they do not lack and adds a staging pass (cxx/stream.h)."""
-    kernels = re.findall(r"struct (K\d+) \{(.*?)\n\};", kernel_library_source(), re.S)
+    kernels = kernel_structs()
     assert kernels
     for name, body in kernels:
         transcendental = "lossgrad::exp(" in body or "lossgrad::log(" in body

@@ -16,8 +16,7 @@ from collections import defaultdict
 import pytest
 
 from lossgrad_compiler.backends.ort.build import toolchain
-from lossgrad_compiler.runtime.ort import kernel_library_source
-from tests.ort_native_support import builds_vector_log, native_library
+from tests.ort_native_support import builds_vector_log, kernel_structs, native_library
 
 VARIANTS = {"log": "_ZGVeN16v_lossgrad_logf_scalar", "exp": "_ZGVeN16v_lossgrad_expf_scalar"}
 
@@ -49,7 +48,7 @@ def float_kernels_calling(function: str, lanes16: bool) -> list[str]:
     for any lane type (`lanes16`) or not."""
     found = []
     flag = f"kLanes16 = {'true' if lanes16 else 'false'};"
-    for name, body in re.findall(r"struct (K\d+) \{(.*?)\n\};", kernel_library_source(), re.S):
+    for name, body in kernel_structs():
         if "using Val = float;" in body and f"lossgrad::{function}(" in body and flag in body:
             found.append(name)
     return found
