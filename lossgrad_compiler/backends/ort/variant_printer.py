@@ -109,13 +109,14 @@ class _VariantPrinter:
         # Operands the function does not have (an operator with fewer inputs, an optional
         # input not given) are declared unused; the iteration never loads them.
         unused = NUM_OPERANDS - len(load_types)
+        any_lanes = self._any_lanes(load_types)
         lines = [
             *(f"  using L{i} = {t};" for i, t in enumerate([*load_types, *[value_type] * unused])),
             f"  using Val = {value_type};",
             f"  using Out = {out_type};",
             f"  static constexpr bool kReduces = {_bool(fn.reduces)};",
             f"  static constexpr bool kStreams = {_bool(streams_its_result(fn.compute_ops))};",
-            f"  static constexpr bool kLanes16 = {_bool(self._any_lanes(load_types))};",
+            f"  static constexpr bool kLanes16 = {_bool(any_lanes)};",
             *(
                 f"  static constexpr bool kUses{i} = {_bool(reads)};"
                 for i, reads in enumerate([*(o.reads for o in fn.operands), *[False] * unused])
@@ -123,7 +124,7 @@ class _VariantPrinter:
         ]
         captured = list(fn.captured)
         params_struct, make_params = self._prologue(captured)
-        lines += [params_struct, self._value_function(captured, self._any_lanes(load_types))]
+        lines += [params_struct, self._value_function(captured, any_lanes)]
         if fn.main.accumulation is not None:
             lines.append(self._init(value_type))
             first = fn.main.accumulation.accumulator_first
