@@ -67,13 +67,18 @@ def test_streamed_results_are_the_cached_ones(tmp_path: Path) -> None:
             assert streamed[key].tobytes() == value.tobytes(), key
 
 
-def test_only_bodies_without_exp_or_log_stream() -> None:
-    """Kernels bound by their arithmetic (a body calling exp or log) never stream: streaming
-    saves bandwidth they do not lack and adds a staging pass (cxx/stream.h)."""
+def test_only_float_bodies_without_exp_or_log_stream() -> None:
+    """Kernels bound by their arithmetic (a body calling exp or log) and kernels with a half
+    result never stream: streaming saves bandwidth the first do not lack and made the second
+    slower (variant_printer.streams_its_result)."""
     kernels = kernel_structs()
     assert kernels
     for name, body in kernels:
         transcendental = "lossgrad::exp(" in body or "lossgrad::log(" in body
-        assert f"kStreams = {'false' if transcendental else 'true'};" in body, name
+        wide = "using Out = float;" in body or "using Out = double;" in body
+        streams = wide and not transcendental
+        assert f"kStreams = {'true' if streams else 'false'};" in body, name
+    for half in ("float16", "bfloat16"):
+        assert any(f"using Out = {half};" in body for _, body in kernels)
     assert any("kStreams = false;" in body for _, body in kernels)
     assert any("kStreams = true;" in body for _, body in kernels)

@@ -43,13 +43,22 @@ NUM_OPERANDS = 5
 operator has; the glue asserts it is enough for spec's operators)."""
 
 
-def streams_its_result(compute_ops: Iterable[Operation]) -> bool:
+def streams_its_result(compute_ops: Iterable[Operation], out_type: str) -> bool:
     """Whether a large call of this body may write its result with streaming stores
-    (cxx/stream.h): only a body without exp or log. Those bodies are bound by their
-    arithmetic, not by memory, so the read-for-ownership that streaming saves costs them
-    nothing and the staging pass costs time: at 2^22 on the project's Zen 4 VM, streaming made
-    SoftMarginLossBackward, BinaryCrossEntropyWithLogitsBackward and KlDivTargetBackward
-    4-9 % slower at 1 and 2 threads, and the bodies without them up to 2.2x faster."""
+    (cxx/stream.h): only a body without exp or log whose result is float or double. On the
+    project's Zen 4 VM (1 and 2 threads):
+    - bodies with exp or log are bound by their arithmetic: the read-for-ownership that
+      streaming saves costs them nothing and the staging pass costs time (at 2^22 streaming
+      made SoftMarginLossBackward, BinaryCrossEntropyWithLogitsBackward and
+      KlDivTargetBackward 4-9 % slower);
+    - half-type results, which the fused path narrows in chunks, ran slower streamed at 2^24,
+      where every tensor leaves the cache: in 7 of 8 cells of SmoothL1LossBackward and
+      KlDivBackward (float16 and bfloat16, both grad_output forms; SmoothL1 float16 full 4.93
+      against 3.91 ms), also when the chunks were streamed without staging;
+    - the float32 bodies without them ran up to 2.2x faster streamed (KlDivBackward's, which
+      reads one tensor, 3.0-3.6 against 4.6-4.7 ms at 2^24)."""
+    if out_type not in ("float", "double"):
+        return False
     return not any(isinstance(op, (math.ExpOp, math.LogOp)) for op in compute_ops)
 
 
@@ -110,12 +119,13 @@ class _VariantPrinter:
         # input not given) are declared unused; the iteration never loads them.
         unused = NUM_OPERANDS - len(load_types)
         any_lanes = self._any_lanes(load_types)
+        streams = streams_its_result(fn.compute_ops, out_type)
         lines = [
             *(f"  using L{i} = {t};" for i, t in enumerate([*load_types, *[value_type] * unused])),
             f"  using Val = {value_type};",
             f"  using Out = {out_type};",
             f"  static constexpr bool kReduces = {_bool(fn.reduces)};",
-            f"  static constexpr bool kStreams = {_bool(streams_its_result(fn.compute_ops))};",
+            f"  static constexpr bool kStreams = {_bool(streams)};",
             f"  static constexpr bool kLanes16 = {_bool(any_lanes)};",
             *(
                 f"  static constexpr bool kUses{i} = {_bool(reads)};"

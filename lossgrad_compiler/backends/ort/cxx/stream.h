@@ -31,12 +31,13 @@ inline int64_t last_level_cache_bytes() {
 
 // Calls that move more bytes than this stream their result: 7/8 of the last-level cache, or
 // $LOSSGRAD_ORT_STREAM_ABOVE bytes (read once per process; tests set it to 0 to stream every
-// call). Only kernels whose body has no exp or log stream at all (kStreams). Measured on a
-// 32 MiB L3 with benchmarks/bench_ort_native.py's cells at 2^22 (two or three tensors read,
-// one written), streaming against ordinary stores: 10-14 % slower at 24 MiB moved (the half
-// types with a 0-d grad_output), 6-14 % faster at 32 MiB for most (float16 with a full
-// grad_output) and 1.1-2.2x faster at 48 and 64 MiB (float32), at 1 and 2 threads. (An
-// earlier loop of one read and one write had it winning from 24 MiB.)
+// call). Only kernels with a float or double result and no exp or log in their body stream
+// at all (kStreams; variant_printer.streams_its_result says why). Measured on a 32 MiB L3 with
+// benchmarks/bench_ort_native.py's float32 cells at 2^22 (48 and 64 MiB moved), streaming was
+// 1.1-2.2x faster than ordinary stores at 1 and 2 threads; part of that is inputs that stay in
+// the L3 across the benchmark's repeated calls when the result bypasses it. (The half types,
+// which no longer stream, lost 10-14 % at 24 MiB and gained 6-14 % at 32 MiB there, but lost
+// at 2^24.)
 inline int64_t stream_above_bytes() {
   static const int64_t bytes = [] {
     if (const char* configured = std::getenv("LOSSGRAD_ORT_STREAM_ABOVE")) {
