@@ -421,9 +421,18 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
   BlockLoads<V> in;
   Val values[kBlock];
   alignas(64) Out staged[kBlock];  // a streamed block is computed here, then streamed out
+  // The first block ends where the result reaches a 64-byte boundary, so that the blocks
+  // after it (kBlock elements, whole lines) write whole lines, and read them from operands
+  // placed like the result. numpy's arrays start 16 bytes into a line: a line split by every
+  // vector load and store made float32 cells at 2^24 up to 1.4x slower than the same data
+  // 64-byte aligned.
+  const int64_t lead = reinterpret_cast<uintptr_t>(static_cast<Out*>(l.out) + begin) % 64 /
+                       int64_t{sizeof(Out)};
+  int64_t first = lead == 0 ? kBlock : 64 / int64_t{sizeof(Out)} - lead;
   int64_t pos = begin;
   while (pos < end) {
-    const int64_t n = std::min({l.dim[inner] - idx[inner], end - pos, kBlock});
+    const int64_t n = std::min({l.dim[inner] - idx[inner], end - pos, first});
+    first = kBlock;
     int64_t offset[kNumOperands] = {};
     for (int a = 0; a < l.rank; ++a)
       for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
