@@ -51,10 +51,12 @@ def streams_its_result(compute_ops: Iterable[Operation], out_type: str) -> bool:
       streaming saves costs them nothing and the staging pass costs time (at 2^22 streaming
       made SoftMarginLossBackward, BinaryCrossEntropyWithLogitsBackward and
       KlDivTargetBackward 4-9 % slower);
-    - half-type results, which the fused path narrows in chunks, ran slower streamed at 2^24,
-      where every tensor leaves the cache: in 7 of 8 cells of SmoothL1LossBackward and
-      KlDivBackward (float16 and bfloat16, both grad_output forms; SmoothL1 float16 full 4.93
-      against 3.91 ms), also when the chunks were streamed without staging;
+    - half-type results, which the fused path narrows in chunks, ran slower streamed at 2^24
+      (every tensor out of the cache) at 1 thread: the four 0-d cells of SmoothL1LossBackward
+      and KlDivBackward by 6-13 % with the staging pass, and 7 of 8 cells (both grad_output
+      forms) with the chunks streamed without it (SmoothL1 float16 full 4.93 against 3.91 ms).
+      With staging the full forms of KlDivBackward float16 were faster streamed (at 1 thread
+      2.3-2.8 against 3.1-3.3 ms), but at ordinary stores still at the triad's speed;
     - the float32 bodies without them ran up to 2.2x faster streamed (KlDivBackward's, which
       reads one tensor, 3.0-3.6 against 4.6-4.7 ms at 2^24)."""
     if out_type not in ("float", "double"):
