@@ -71,7 +71,9 @@ def test_identical_case_lines_are_folded(source: str) -> None:
     for *_, body in COMPUTE.findall(source):
         if "run_variant" not in body:  # compute_<op>_to_<type>: picks the compute type only
             assert re.fullmatch(
-                r"(?s)\s*(bool wide.*)?\s*return .*compute_\w+\(kernel, ctx\);\s*", body
+                r"(?s)\s*(const Promotion promotion.*)?"
+                r"\s*return .*compute_\w+\(kernel, ctx\);\s*",
+                body,
             )
             continue
         returns = [line for line in body.splitlines() if RETURN.match(line)]

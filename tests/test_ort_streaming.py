@@ -2,8 +2,10 @@
 $LOSSGRAD_ORT_STREAM_ABOVE write their result with non-temporal stores from a staged block.
 A process with the threshold at 0 streams every call; its results must be the bits of this
 process, which streams none of these small calls. The shapes give unaligned heads and tails
-(sizes that are no multiple of 64 bytes), several blocks per task, broadcast operands and the
-fused half path."""
+(sizes that are no multiple of 64 bytes), several blocks per task and broadcast operands.
+Kernels with a float16 or bfloat16 result never stream (variant_printer.streams_its_result);
+their bits are compared all the same, and test_only_float_bodies_without_exp_or_log_stream
+checks which kernels may stream."""
 
 from __future__ import annotations
 

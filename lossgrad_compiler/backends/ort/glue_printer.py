@@ -190,6 +190,9 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
             f"    if (found < 0) return invalid({value_message}({member}));\n"
             f"    a->{field} = found;\n  }}\n"
         )
+    if op.optional_inputs:
+        fields.append("  Promotion promotion;  // the compute type (print_compute_dispatch)")
+        values.append("  a->promotion = declared_promotion(info);\n")
     unknown = unknown_attribute_message(op)
     messages.append(unknown.cxx_function())
     foreign = ", ".join(cxx_string_literal(n) for n in foreign_attribute_names(op))
@@ -400,8 +403,10 @@ _UNDEFINED = "ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED"
 
 def print_compute_dispatch(op: spec.OperatorSpec) -> str:
     """For an op with optional inputs: per result type, the compute function of the compute
-    type every input given promotes to (double where one of them is, else float); an
-    input of another type is left to check_<op>, which rejects it with spec's message."""
+    type every input given promotes to (double where one of them is, else float), as the
+    node's declared types decide it when ORT creates the kernel (declared_promotion in
+    glue.h; a call asks its inputs only where the graph does not say); an input of another
+    type is left to check_<op>, which rejects it with spec's message."""
     if not op.optional_inputs:
         return ""
     if not op.differentiates:
@@ -420,8 +425,10 @@ def print_compute_dispatch(op: spec.OperatorSpec) -> str:
             f64 = cxx_identifier(computes[spec.FLOAT64].name)
             f32 = cxx_identifier(computes[spec.FLOAT32].name)
             body += [
-                "  bool wide = false;",
-                "  LOSSGRAD_TRY(any_double_input(ctx, &wide));",
+                f"  const Promotion promotion = static_cast<const {attrs_struct_name(op)}*>"
+                "(kernel)->promotion;",
+                "  bool wide = promotion == Promotion::kDouble;",
+                "  if (promotion == Promotion::kAtRun) LOSSGRAD_TRY(any_double_input(ctx, &wide));",
                 f"  return wide ? compute_{name}_{f64}(kernel, ctx) : "
                 f"compute_{name}_{f32}(kernel, ctx);",
             ]

@@ -196,6 +196,40 @@ inline OrtStatus* any_double_input(OrtKernelContext* ctx, bool* wide) {
   return nullptr;
 }
 
+// The compute type of an operator with optional inputs, as the node's declared input types
+// decide it: read once, when ORT creates the kernel, so that a call does not ask each input
+// for its type a second time (check_<op> reads them anyway). ORT runs a node only with the
+// types its graph declares; where the graph does not say (kAtRun), each call asks
+// (any_double_input). Whatever is decided here, run_variant still refuses an input the
+// chosen kernel cannot load.
+enum class Promotion { kFloat, kDouble, kAtRun };
+
+inline Promotion declared_promotion(const OrtKernelInfo* info) {
+  size_t count = 0;
+  if (OrtStatus* s = g_api->KernelInfo_GetInputCount(info, &count)) {
+    g_api->ReleaseStatus(s);
+    return Promotion::kAtRun;
+  }
+  bool wide = false;
+  for (size_t i = 0; i < count; ++i) {
+    size_t name_size = 0;  // with its terminating null: 1 for an absent optional input
+    OrtStatus* status = g_api->KernelInfo_GetInputName(info, i, nullptr, &name_size);
+    if (!status && name_size <= 1) continue;
+    OrtTypeInfo* type_info = nullptr;
+    if (!status) status = g_api->KernelInfo_GetInputTypeInfo(info, i, &type_info);
+    const OrtTensorTypeAndShapeInfo* tensor = nullptr;
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    if (!status) status = g_api->CastTypeInfoToTensorInfo(type_info, &tensor);
+    if (!status && tensor) status = g_api->GetTensorElementType(tensor, &type);
+    if (type_info) g_api->ReleaseTypeInfo(type_info);
+    const bool unknown = status || type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    if (status) g_api->ReleaseStatus(status);
+    if (unknown) return Promotion::kAtRun;
+    if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) wide = true;
+  }
+  return wide ? Promotion::kDouble : Promotion::kFloat;
+}
+
 // Whether values stored as `element` convert exactly into the load type L (arith.extf or
 // none). The registrations admit only such inputs; this guards the kernels' loads all the same.
 template <class L>

@@ -405,8 +405,11 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
 template <class V>
 void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end,
-                       bool stream) {
+                       bool stream_requested) {
   using Out = typename V::Out;
+  // Only kernels that may stream (V::kStreams: float or double results) keep the staging
+  // code; the others, the fused half path among them, compile without it.
+  const bool stream = V::kStreams && stream_requested;
   using Val = typename V::Val;
   const int inner = l.rank - 1;
   int64_t idx[kMaxRank];
