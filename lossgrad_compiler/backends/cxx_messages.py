@@ -31,7 +31,7 @@ class MessageGenerationError(RuntimeError):
 # How a slot is rendered in C++ from an argument of the given C++ type.
 _RENDER = {
     "int": ("int64_t", "std::to_string({})"),
-    "shape": ("const std::vector<int64_t>&", "lossgrad_shapes::shape_repr({})"),
+    "shape": ("lossgrad_shapes::Extents", "lossgrad_shapes::shape_repr({})"),
     "str": ("const std::string&", "str_repr({})"),
     "float": ("double", "lossgrad_shapes::float_repr({})"),
     "text": ("const char*", "std::string({})"),

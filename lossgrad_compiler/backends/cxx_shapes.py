@@ -54,8 +54,8 @@ def print_operator_checks(op: spec.OperatorSpec) -> str:
         lines.append(f"  if (!present[{i}]) return {{{m.code}, {m.name}()}};")
     lines += ["  return {};", "}", ""]
     lines.append(
-        f"inline Failure check_shapes_{name}(const std::vector<int64_t>* const dims[{n}], "
-        "std::vector<int64_t>* b, std::vector<int64_t>* space) {"
+        "template <class D>  // Dims or std::vector<int64_t>: how the caller holds its shapes\n"
+        f"inline Failure check_shapes_{name}(const D* const dims[{n}], D* b, D* space) {{"
     )
     for i, spec_input in enumerate(op.inputs):
         m = texts[f"rank_{i}"]
@@ -109,7 +109,7 @@ def _input_checks(
     g = "g" if spec_input.name == "grad_output" else f"g{i}"
     return [
         *lines,
-        f"  const std::vector<int64_t>& {g} = *dims[{i}];",
+        f"  const Extents {g} = *dims[{i}];",
         f"  if ({g}.size() > b->size()) return {{{rank.code}, {rank.name}({g}, *b, "
         f"static_cast<int64_t>({g}.size()), static_cast<int64_t>(b->size()))}};",
         f"  k = enlarges({g}, *b);",
@@ -123,7 +123,9 @@ def lossgrad_shapes_source(ops: Iterable[spec.OperatorSpec] | None = None) -> st
     chosen = list(spec.OPERATORS.values()) if ops is None else list(ops)
     checks = "".join(print_operator_checks(op) for op in chosen)
     return (
-        shapes_algorithms()
+        f"namespace lossgrad_shapes {{\nconstexpr size_t kMaxRank = {spec.MAX_RANK};  "
+        "// spec.MAX_RANK\n}  // namespace lossgrad_shapes\n\n"
+        + shapes_algorithms()
         + "\n// Generated from spec.py by lossgrad_compiler.backends.cxx_shapes.\n"
         + "namespace lossgrad_shapes {\n\n"
         + checks

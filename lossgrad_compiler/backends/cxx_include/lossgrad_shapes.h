@@ -1,12 +1,40 @@
 // Shape checks and Python-style rendering shared by the ORT kernels and the aclnn wrappers.
 // The algorithms are here; the messages and the per-operator check sequences are generated
 // from spec.py below them (backends/cxx_shapes.py), so both C++ backends reject a call with
-// the text and the aclnn code that spec.validate raises.
+// the text and the aclnn code that spec.validate raises. kMaxRank (spec.MAX_RANK) is
+// generated in front of this text.
 
 namespace lossgrad_shapes {
 
+// A shape held in place, so that an ORT call checks its shapes without touching the heap
+// or thread-local storage. A rank above kMaxRank is kept as a count only: every operator's
+// check rejects it by its rank before any extent is read.
+struct Dims {
+  size_t rank = 0;
+  int64_t extent[kMaxRank] = {};
+  size_t size() const { return rank; }
+  int64_t operator[](size_t axis) const { return extent[axis]; }
+  int64_t& operator[](size_t axis) { return extent[axis]; }
+  // `rank` extents of `value` (those past kMaxRank are not stored).
+  void assign(size_t new_rank, int64_t value) {
+    rank = new_rank;
+    std::fill(extent, extent + std::min(new_rank, kMaxRank), value);
+  }
+};
+
+// A read-only view of a shape, from either holder: the aclnn wrappers keep their shapes in
+// std::vector, the ORT kernels in Dims.
+struct Extents {
+  const int64_t* data;
+  size_t rank;
+  Extents(const std::vector<int64_t>& dims) : data(dims.data()), rank(dims.size()) {}
+  Extents(const Dims& dims) : data(dims.extent), rank(dims.rank) {}
+  size_t size() const { return rank; }
+  int64_t operator[](size_t axis) const { return data[axis]; }
+};
+
 // str(list(shape)): "[2, 3]", "[]".
-inline std::string shape_repr(const std::vector<int64_t>& dims) {
+inline std::string shape_repr(Extents dims) {
   std::string s = "[";
   for (size_t a = 0; a < dims.size(); ++a) {
     if (a) s += ", ";
@@ -63,19 +91,20 @@ struct Conflict {
   int negative_axis() const { return axis - rank; }
 };
 
-inline Conflict broadcast_two(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                              std::vector<int64_t>* out) {
+// `Out` is Dims or std::vector<int64_t>, as the caller holds its shapes.
+template <class Out>
+inline Conflict broadcast_two(Extents a, Extents b, Out* out) {
   Conflict c;
   const size_t rank = std::max(a.size(), b.size());
   c.rank = static_cast<int>(rank);
   out->assign(rank, 1);
   for (size_t axis = 0; axis < rank; ++axis) {
     int64_t size = 1;
-    const std::vector<int64_t>* shapes[2] = {&a, &b};
-    for (const auto* s : shapes) {
-      const long j = static_cast<long>(axis) - static_cast<long>(rank - s->size());
+    const Extents shapes[2] = {a, b};
+    for (const Extents& s : shapes) {
+      const long j = static_cast<long>(axis) - static_cast<long>(rank - s.size());
       if (j < 0) continue;
-      const int64_t d = (*s)[static_cast<size_t>(j)];
+      const int64_t d = s[static_cast<size_t>(j)];
       if (d == 1) continue;
       if (size != 1 && d != size) {
         c.axis = static_cast<int>(axis);
@@ -92,7 +121,7 @@ inline Conflict broadcast_two(const std::vector<int64_t>& a, const std::vector<i
 
 // spec.check_no_enlarge: the first axis of g (from the left) that is neither 1 nor b's size
 // there; rank = g's rank. axis == -1: g broadcasts to b without enlarging it.
-inline Conflict enlarges(const std::vector<int64_t>& g, const std::vector<int64_t>& b) {
+inline Conflict enlarges(Extents g, Extents b) {
   Conflict c;
   c.rank = static_cast<int>(g.size());
   const size_t offset = b.size() - g.size();

@@ -225,22 +225,17 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
     n = len(op.inputs)
     follows = operand_constant(op.differentiates) if op.differentiates else None
     lines = [
-        f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, std::vector<int64_t>* "
-        f"result_dims) {{",
-        "  // Per-thread buffers: their capacity is reused, so a call allocates nothing on the",
-        "  // heap (the vectors are only this function's scratch, never held across calls).",
-        "  thread_local Input in[kMaxInputs];",
+        f"OrtStatus* check_{name}(OrtKernelContext* ctx, Call* c, lossgrad_shapes::Dims* "
+        "result_dims) {",
+        "  // Shapes are held in place (lossgrad_shapes::Dims): a call allocates nothing.",
+        "  Input in[kMaxInputs];",
         "  size_t given = 0;",
         "  LOSSGRAD_TRY(g_api->KernelContext_GetInputCount(ctx, &given));",
-        f"  for (size_t i = 0; i < {n}; ++i) {{",
-        "    in[i].present = false;",
-        "    in[i].data = nullptr;",
-        "    in[i].dims.clear();",
-        "    if (i < given) LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
-        "  }",
+        f"  for (size_t i = 0; i < std::min<size_t>(given, {n}); ++i)",
+        "    LOSSGRAD_TRY(read_input(ctx, i, &in[i]));",
         f"  const bool present[{n}] = {{{', '.join(f'in[{i}].present' for i in range(n))}}};",
-        f"  lossgrad_shapes::Failure failure = {check_present_name(op)}(present);",
-        "  if (failure.code) return invalid(failure.message);",
+        f"  const lossgrad_shapes::Failure missing = {check_present_name(op)}(present);",
+        "  if (missing.code) return invalid(missing.message);",
     ]
     messages = element_type_messages(op)
     for i, spec_input in enumerate(op.inputs):
@@ -252,10 +247,10 @@ def print_shape_checks(op: spec.OperatorSpec) -> str:
             ]
     dims = ", ".join(f"in[{i}].present ? &in[{i}].dims : nullptr" for i in range(n))
     lines += [
-        f"  const std::vector<int64_t>* const dims[{n}] = {{{dims}}};",
-        "  thread_local std::vector<int64_t> b, space;",
-        f"  failure = {check_shapes_name(op)}(dims, &b, &space);",
-        "  if (failure.code) return invalid(failure.message);",
+        f"  const lossgrad_shapes::Dims* const dims[{n}] = {{{dims}}};",
+        "  lossgrad_shapes::Dims b, space;",
+        f"  const lossgrad_shapes::Failure mismatch = {check_shapes_name(op)}(dims, &b, &space);",
+        "  if (mismatch.code) return invalid(mismatch.message);",
         "  c->operands = 0;",
         "  c->given = 0;",
         f"  for (int i = 0; i < {n}; ++i) {{",
@@ -327,12 +322,11 @@ def print_compute(
     return (
         f"OrtStatus* compute_{name}_{type_name}(const void* kernel, OrtKernelContext* ctx) {{\n"
         f"  const {struct_name}& a = *static_cast<const {struct_name}*>(kernel);\n"
-        "  Call c;\n  thread_local std::vector<int64_t> result_dims;  // capacity reused\n"
+        "  Call c;\n  lossgrad_shapes::Dims result_dims;\n"
         f"  LOSSGRAD_TRY(check_{name}(ctx, &c, &result_dims));\n"
         "  OrtValue* output = nullptr;\n"
-        "  result_dims.reserve(1);  // a 0-d output still passes a valid pointer\n"
-        "  LOSSGRAD_TRY(g_api->KernelContext_GetOutput(ctx, 0, result_dims.data(), "
-        "result_dims.size(), &output));\n"
+        "  LOSSGRAD_TRY(g_api->KernelContext_GetOutput(ctx, 0, result_dims.extent, "
+        "result_dims.rank, &output));\n"
         "  LOSSGRAD_TRY(g_api->GetTensorMutableData(output, &c.out));\n"
         f"  const int attribute_class = {' + '.join(terms)};\n"
         "  const int slot = c.rank0_pattern() | (c.reduces ? kSummed : kFull) | c.given;\n"

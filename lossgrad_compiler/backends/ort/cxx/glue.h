@@ -134,7 +134,7 @@ struct Input {
   bool present = false;
   const void* data = nullptr;
   ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  std::vector<int64_t> dims;
+  lossgrad_shapes::Dims dims;  // of a rank above kMaxRank, only the rank
 };
 
 inline OrtStatus* read_input(OrtKernelContext* ctx, size_t index, Input* in) {
@@ -147,8 +147,9 @@ inline OrtStatus* read_input(OrtKernelContext* ctx, size_t index, Input* in) {
   OrtStatus* status = g_api->GetTensorElementType(info, &in->type);
   if (!status) status = g_api->GetDimensionsCount(info, &rank);
   if (!status) {
-    in->dims.resize(rank);
-    status = g_api->GetDimensions(info, in->dims.data(), rank);
+    in->dims.rank = rank;
+    if (rank <= lossgrad_shapes::kMaxRank)
+      status = g_api->GetDimensions(info, in->dims.extent, rank);
   }
   g_api->ReleaseTensorTypeAndShapeInfo(info);
   LOSSGRAD_TRY(status);
@@ -241,10 +242,11 @@ inline bool widens_into(Element element) {
   return false;
 }
 
-inline Shape to_shape(const std::vector<int64_t>& dims) {
+// A checked shape (rank at most kMaxRank) as the iteration code holds it.
+inline Shape to_shape(const lossgrad_shapes::Dims& dims) {
   Shape s;
-  s.rank = static_cast<int>(dims.size());
-  for (int a = 0; a < s.rank; ++a) s.dim[a] = dims[a];
+  s.rank = static_cast<int>(dims.rank);
+  for (int a = 0; a < s.rank; ++a) s.dim[a] = dims.extent[a];
   return s;
 }
 
@@ -287,12 +289,12 @@ inline OrtStatus* run_job(OrtKernelContext* ctx, Job& job) {
 
 template <class V>
 struct ElementwiseState {
-  Layout l;
+  const Layout* l;  // run_variant's, which outlives the job
   typename V::Params p;
   bool stream;  // the result is written with non-temporal stores (stream.h)
   static void range(const void* s, int64_t begin, int64_t end) {
     const auto& st = *static_cast<const ElementwiseState*>(s);
-    elementwise_range<V>(st.l, st.p, begin, end, st.stream);
+    elementwise_range<V>(*st.l, st.p, begin, end, st.stream);
   }
 };
 
@@ -363,7 +365,7 @@ OrtStatus* run_variant(Call& c, const typename V::Params& p) {
   } else {
     coalesce(l);
     const bool stream = V::kStreams && bytes_moved<V>(c, element) > stream_above_bytes();
-    ElementwiseState<V> st{l, p, stream};
+    ElementwiseState<V> st{&l, p, stream};
     job.total = c.result.numel();
     job.chunk = kChunkElements;
     job.state = &st;

@@ -82,28 +82,24 @@ inline Layout make_layout(const Shape& space, const Shapes& shapes, const void* 
 // 1: an elementwise call on contiguous or scalar operands becomes a single rank-1 loop (the
 // contiguous and scalar-grad_output fast paths).
 inline void coalesce(Layout& l) {
-  Layout c = l;
-  c.rank = 0;
+  // In place: axis a is read before the merged axes (at most a of them) are written.
+  int rank = 0;
   for (int a = 0; a < l.rank; ++a) {
     if (l.dim[a] == 1) continue;
-    bool merge = c.rank > 0;
+    bool merge = rank > 0;
     for (int op = 0; merge && op < kNumOperands; ++op)
-      merge = c.stride[op][c.rank - 1] == l.stride[op][a] * l.dim[a];
-    if (merge) {
-      c.dim[c.rank - 1] *= l.dim[a];
-      for (int op = 0; op < kNumOperands; ++op) c.stride[op][c.rank - 1] = l.stride[op][a];
-    } else {
-      c.dim[c.rank] = l.dim[a];
-      for (int op = 0; op < kNumOperands; ++op) c.stride[op][c.rank] = l.stride[op][a];
-      ++c.rank;
-    }
+      merge = l.stride[op][rank - 1] == l.stride[op][a] * l.dim[a];
+    const int to = merge ? rank - 1 : rank;
+    l.dim[to] = merge ? l.dim[to] * l.dim[a] : l.dim[a];
+    for (int op = 0; op < kNumOperands; ++op) l.stride[op][to] = l.stride[op][a];
+    if (!merge) ++rank;
   }
-  if (c.rank == 0) {  // a single element
-    c.rank = 1;
-    c.dim[0] = 1;
-    for (int op = 0; op < kNumOperands; ++op) c.stride[op][0] = 0;
+  if (rank == 0) {  // a single element
+    rank = 1;
+    l.dim[0] = 1;
+    for (int op = 0; op < kNumOperands; ++op) l.stride[op][0] = 0;
   }
-  l = c;
+  l.rank = rank;
 }
 
 #if defined(LOSSGRAD_VECTOR_LOG)
