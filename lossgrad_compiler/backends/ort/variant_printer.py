@@ -44,9 +44,11 @@ operator has; the glue asserts it is enough for spec's operators)."""
 
 
 def streams_its_result(compute_ops: Iterable[Operation], out_type: str) -> bool:
-    """Whether a large call of this body may write its result with streaming stores
-    (cxx/stream.h): only a body without exp or log whose result is float or double. On the
-    project's Zen 4 VM (1 and 2 threads):
+    """Whether a large call of this body may write its result with streaming stores through
+    a staged block (cxx/stream.h): only a body without exp or log whose result is float or
+    double. (A float body that the 16-lane loop runs, with AVX-512, streams whatever it
+    computes: the loop stores its vectors past the cache itself, with no staging pass;
+    cxx/iteration.h's kStreamsInLoop.) On the project's Zen 4 VM (1 and 2 threads):
     - bodies with exp or log are bound by their arithmetic: the read-for-ownership that
       streaming saves costs them nothing and the staging pass costs time (at 2^22 streaming
       made SoftMarginLossBackward, BinaryCrossEntropyWithLogitsBackward and

@@ -104,13 +104,15 @@ inline void coalesce(Layout& l) {
 
 #if defined(LOSSGRAD_VECTOR_LOG)
 // 16 floats of an operand the body reads, from `from` (any alignment); zeros for one it does
-// not read, which is never loaded (and may have another type).
-template <bool kUses, class T>
+// not read, which is never loaded (and may have another type). With kPlain the load is kept
+// an instruction of its own (see value_lanes16).
+template <bool kUses, bool kPlain, class T>
 inline floatx16 lanes_of(const T* from) {
   floatx16 lanes = {};
   if constexpr (kUses) {
     static_assert(std::is_same_v<T, float>, "a body run on 16 lanes reads floats");
     std::memcpy(&lanes, from, sizeof lanes);
+    if constexpr (kPlain) asm("" : "+v"(lanes));  // the value is in a register here
   }
   return lanes;
 }
@@ -128,17 +130,30 @@ inline const T* padded_tail(const T* from, int64_t rest, float* chunk) {
   }
 }
 
-template <class V, bool kExact>
+// With kStream (a result larger than the cache, `out` on a 64-byte boundary) each vector is
+// written with a non-temporal store, and each operand is loaded by an instruction of its own:
+// left to itself, g++ folds a load into the masked multiply of a select (KlDivTargetBackward's
+// grad_output), and at 2^22 with a full grad_output that operand's misses were not hidden
+// (2.2-2.5 ms a call, float32, 1 thread, against 1.1-1.2 ms with plain loads).
+template <class V, bool kExact, bool kStream = false>
 inline void value_lanes16(const typename V::L0* a, const typename V::L1* b,
                           const typename V::L2* c, const typename V::L3* d,
                           const typename V::L4* e, float* out, int64_t n,
                           const typename V::Params& p) {
-  const auto step = [&p](const auto* s0, const auto* s1, const auto* s2, const auto* s3,
-                         const auto* s4, float* to) {
-    const floatx16 v = V::template value<kExact>(
-        lanes_of<V::kUses0>(s0), lanes_of<V::kUses1>(s1), lanes_of<V::kUses2>(s2),
-        lanes_of<V::kUses3>(s3), lanes_of<V::kUses4>(s4), p);
-    std::memcpy(to, &v, sizeof v);
+  const auto value = [&p](const auto* s0, const auto* s1, const auto* s2, const auto* s3,
+                          const auto* s4) {
+    return V::template value<kExact>(
+        lanes_of<V::kUses0, kStream>(s0), lanes_of<V::kUses1, kStream>(s1),
+        lanes_of<V::kUses2, kStream>(s2), lanes_of<V::kUses3, kStream>(s3),
+        lanes_of<V::kUses4, kStream>(s4), p);
+  };
+  const auto step = [&value](const auto* s0, const auto* s1, const auto* s2, const auto* s3,
+                             const auto* s4, float* to) {
+    const floatx16 v = value(s0, s1, s2, s3, s4);
+    if constexpr (kStream)
+      _mm512_stream_ps(to, reinterpret_cast<const __m512&>(v));
+    else
+      std::memcpy(to, &v, sizeof v);
   };
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) step(a + i, b + i, c + i, d + i, e + i, out + i);
@@ -146,11 +161,12 @@ inline void value_lanes16(const typename V::L0* a, const typename V::L1* b,
   const int64_t rest = n - i;
   float chunks[kNumOperands][16];
   float tail[16];
-  step(padded_tail<V::kUses0>(a + i, rest, chunks[0]),
-       padded_tail<V::kUses1>(b + i, rest, chunks[1]),
-       padded_tail<V::kUses2>(c + i, rest, chunks[2]),
-       padded_tail<V::kUses3>(d + i, rest, chunks[3]),
-       padded_tail<V::kUses4>(e + i, rest, chunks[4]), tail);
+  const floatx16 v = value(padded_tail<V::kUses0>(a + i, rest, chunks[0]),
+                           padded_tail<V::kUses1>(b + i, rest, chunks[1]),
+                           padded_tail<V::kUses2>(c + i, rest, chunks[2]),
+                           padded_tail<V::kUses3>(d + i, rest, chunks[3]),
+                           padded_tail<V::kUses4>(e + i, rest, chunks[4]));
+  std::memcpy(tail, &v, sizeof v);
   std::copy(tail, tail + rest, out + i);
 }
 #endif
@@ -169,14 +185,14 @@ inline void value_lanes16(const typename V::L0* a, const typename V::L1* b,
 // step on zero-padded copies: the same operations in the same order on each lane, so the
 // same bits as one element at a time, with the variants inline rather than called per step
 // (SoftMarginLossBackward float32: 0.44 against 0.49 ns per element in L1).
-template <class V, bool kExact, class R>
+template <class V, bool kExact, bool kStream, class R>
 __attribute__((noinline)) void value_loop(
     const typename V::L0* __restrict a, const typename V::L1* __restrict b,
     const typename V::L2* __restrict c, const typename V::L3* __restrict d,
     const typename V::L4* __restrict e, R* __restrict out, int64_t n, const typename V::Params& p) {
 #if defined(LOSSGRAD_VECTOR_LOG)
   if constexpr (V::kLanes16 && std::is_same_v<R, float>) {
-    value_lanes16<V, kExact>(a, b, c, d, e, out, n, p);
+    value_lanes16<V, kExact, kStream>(a, b, c, d, e, out, n, p);
     return;
   }
 #endif
@@ -184,15 +200,15 @@ __attribute__((noinline)) void value_loop(
     out[i] = V::template value<kExact>(a[i], b[i], c[i], d[i], e[i], p);
 }
 
-template <class V, class R>
+template <class V, bool kStream = false, class R>
 inline void value_block(const typename V::L0* __restrict a, const typename V::L1* __restrict b,
                         const typename V::L2* __restrict c, const typename V::L3* __restrict d,
                         const typename V::L4* __restrict e, R* __restrict out, int64_t n,
                         const typename V::Params& p) {
   if (p.exact())
-    value_loop<V, true>(a, b, c, d, e, out, n, p);
+    value_loop<V, true, kStream>(a, b, c, d, e, out, n, p);
   else
-    value_loop<V, false>(a, b, c, d, e, out, n, p);
+    value_loop<V, false, kStream>(a, b, c, d, e, out, n, p);
 }
 
 // One operand's block buffer. A broadcast operand (stride 0, e.g. a 0-d grad_output) is
@@ -261,9 +277,9 @@ struct BlockLoads {
     if constexpr (V::kUses4)
       a4 = b4.load(l.data[4], l.element[4], offset[4], l.stride[4][inner_axis], n);
   }
-  template <class R>
+  template <bool kStream = false, class R>
   void values(R* out, int64_t n, const typename V::Params& p) const {
-    value_block<V>(a0, a1, a2, a3, a4, out, n, p);
+    value_block<V, kStream>(a0, a1, a2, a3, a4, out, n, p);
   }
 };
 
@@ -398,14 +414,32 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
     fused_half_chunks<V, false>(in, out, n, params);
 }
 
+// Whether the 16-lane loop writes a streamed result itself, with non-temporal vector stores:
+// a float body and result. The staged path computes a block into an L1 buffer and then copies
+// it out, so a phase that only reads memory alternates with one that only writes it; stored
+// as they are computed, MseLossBackward float32 at 2^22 (full grad_output, 1 thread) took
+// 0.81-0.86 of the staged path's time in four A/B runs. The bodies with exp or log stream too
+// when they run here: the staging pass was what made streaming cost them time
+// (docs/benchmarks.md, "Streamed from the 16-lane loop", has the figures).
+template <class V>
+constexpr bool kStreamsInLoop =
+#if defined(LOSSGRAD_VECTOR_LOG)
+    V::kLanes16 && std::is_same_v<typename V::Out, float> && std::is_same_v<typename V::Val, float>;
+#else
+    false;
+#endif
+
+template <class V>
+constexpr bool kMayStream = V::kStreams || kStreamsInLoop<V>;
+
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
 template <class V>
 void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end,
                        bool stream_requested) {
   using Out = typename V::Out;
-  // Only kernels that may stream (V::kStreams: float or double results) keep the staging
+  // Only kernels that may stream (kMayStream: float or double results) keep the streaming
   // code; the others, the fused half path among them, compile without it.
-  const bool stream = V::kStreams && stream_requested;
+  const bool stream = kMayStream<V> && stream_requested;
   using Val = typename V::Val;
   const int inner = l.rank - 1;
   int64_t idx[kMaxRank];
@@ -435,7 +469,11 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     int64_t offset[kNumOperands] = {};
     for (int a = 0; a < l.rank; ++a)
       for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
-    Out* out = stream ? staged : static_cast<Out*>(l.out) + pos;
+    Out* const to = static_cast<Out*>(l.out) + pos;
+    // A block the 16-lane loop streams itself (its destination on a 64-byte boundary) needs
+    // no staging; any other streamed block is computed into `staged` and copied out.
+    const bool direct = kStreamsInLoop<V> && stream && reinterpret_cast<uintptr_t>(to) % 64 == 0;
+    Out* out = stream && !direct ? staged : to;
     if (fused) {
       if constexpr (kFusesHalves<V>) {
         for (int op = 0; op < kNumOperands; ++op)
@@ -445,13 +483,16 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     } else {
       in.load(l, offset, inner, n);
       if constexpr (std::is_same_v<Out, Val>) {
-        in.values(out, n, p);
+        if (direct)
+          in.template values<kStreamsInLoop<V>>(out, n, p);
+        else
+          in.values(out, n, p);
       } else {
         in.values(values, n, p);
         store_block(out, values, n);
       }
     }
-    if (stream) stream_copy(static_cast<Out*>(l.out) + pos, staged, n * int64_t{sizeof(Out)});
+    if (stream && !direct) stream_copy(to, staged, n * int64_t{sizeof(Out)});
     pos += n;
     idx[inner] += n;
     for (int a = inner; a > 0 && idx[a] == l.dim[a]; --a) {

@@ -31,8 +31,10 @@ inline int64_t last_level_cache_bytes() {
 
 // Calls that move more bytes than this stream their result: 7/8 of the last-level cache, or
 // $LOSSGRAD_ORT_STREAM_ABOVE bytes (read once per process; tests set it to 0 to stream every
-// call). Only kernels with a float or double result and no exp or log in their body stream
-// at all (kStreams; variant_printer.streams_its_result says why). Measured on a 32 MiB L3 with
+// call). Which kernels stream at all is iteration.h's kMayStream: a float or double result
+// whose body has no exp or log, through a staged block (kStreams;
+// variant_printer.streams_its_result says why), or any float body the 16-lane loop runs,
+// which stores its own vectors past the cache (kStreamsInLoop). Measured on a 32 MiB L3 with
 // benchmarks/bench_ort_native.py's float32 cells at 2^22 (48 and 64 MiB moved), streaming was
 // 1.1-2.2x faster than ordinary stores at 1 and 2 threads; part of that is inputs that stay in
 // the L3 across the benchmark's repeated calls when the result bypasses it. (The half types,
