@@ -15,7 +15,10 @@ struct Dims {
   size_t size() const { return rank; }
   int64_t operator[](size_t axis) const { return extent[axis]; }
   int64_t& operator[](size_t axis) { return extent[axis]; }
-  // `rank` extents of `value` (those past kMaxRank are not stored).
+  // `rank` extents of `value`. The caller's writes through operator[] that follow (the
+  // broadcast's) stay within kMaxRank only because the generated checks reject every operand
+  // of a larger rank first; the fill is clamped as well, so that a call that broke that
+  // order would still stay inside the array.
   void assign(size_t new_rank, int64_t value) {
     rank = new_rank;
     std::fill(extent, extent + std::min(new_rank, kMaxRank), value);
