@@ -171,6 +171,17 @@ inline void value_lanes16(const typename V::L0* a, const typename V::L1* b,
 }
 #endif
 
+// Whether value_loop runs V on 16 lanes for a result of type R: the one test both the loop's
+// dispatch and kStreamsInLoop read, so that a block handed to the loop to stream is never
+// written by the scalar fallback with ordinary stores.
+template <class V, class R>
+constexpr bool kRunsOn16Lanes =
+#if defined(LOSSGRAD_VECTOR_LOG)
+    V::kLanes16 && std::is_same_v<R, float>;
+#else
+    false;
+#endif
+
 // Values of one block: out[i] = V::value(a[i], b[i], c[i], d[i], e[i]), the body
 // multiplying by its run-time divisors' reciprocals where every one of the call is exact
 // (Params::exact()) and dividing otherwise: chosen once per call, so that no element
@@ -190,14 +201,15 @@ __attribute__((noinline)) void value_loop(
     const typename V::L0* __restrict a, const typename V::L1* __restrict b,
     const typename V::L2* __restrict c, const typename V::L3* __restrict d,
     const typename V::L4* __restrict e, R* __restrict out, int64_t n, const typename V::Params& p) {
+  if constexpr (kRunsOn16Lanes<V, R>) {
 #if defined(LOSSGRAD_VECTOR_LOG)
-  if constexpr (V::kLanes16 && std::is_same_v<R, float>) {
     value_lanes16<V, kExact, kStream>(a, b, c, d, e, out, n, p);
-    return;
-  }
 #endif
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = V::template value<kExact>(a[i], b[i], c[i], d[i], e[i], p);
+  } else {
+    static_assert(!kStream, "only the 16-lane loop streams its own stores");
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = V::template value<kExact>(a[i], b[i], c[i], d[i], e[i], p);
+  }
 }
 
 template <class V, bool kStream = false, class R>
@@ -423,11 +435,7 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
 // (docs/benchmarks.md, "Streamed from the 16-lane loop", has the figures).
 template <class V>
 constexpr bool kStreamsInLoop =
-#if defined(LOSSGRAD_VECTOR_LOG)
-    V::kLanes16 && std::is_same_v<typename V::Out, float> && std::is_same_v<typename V::Val, float>;
-#else
-    false;
-#endif
+    kRunsOn16Lanes<V, typename V::Out> && std::is_same_v<typename V::Out, typename V::Val>;
 
 template <class V>
 constexpr bool kMayStream = V::kStreams || kStreamsInLoop<V>;
@@ -483,10 +491,14 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     } else {
       in.load(l, offset, inner, n);
       if constexpr (std::is_same_v<Out, Val>) {
-        if (direct)
-          in.template values<kStreamsInLoop<V>>(out, n, p);
-        else
+        if constexpr (kStreamsInLoop<V>) {
+          if (direct)
+            in.template values<true>(out, n, p);
+          else
+            in.values(out, n, p);
+        } else {
           in.values(out, n, p);
+        }
       } else {
         in.values(values, n, p);
         store_block(out, values, n);
