@@ -4,7 +4,8 @@ broadcast along the inner axis. Its results must be the float32 kernel's on the 
 inputs, narrowed once, bit for bit: the contract computes half types in float32 and rounds
 once, and the fused path may not change a bit of it. The shapes put full 16-element chunks,
 a partial last chunk, block boundaries (1024 elements) and broadcast operands (0-d, a row,
-a column that changes per row) through it."""
+a column that changes per row, for grad_output too: a grad_output constant along the row is
+widened once per row, not per chunk) through it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ SHAPES = [
     ("scalar_go", (), (37, 45), (37, 45)),
     ("row", (37, 45), (37, 45), (45,)),
     ("column", (37, 45), (37, 45), (37, 1)),
+    ("column_go", (37, 1), (37, 45), (37, 45)),
     ("one_chunk", (16,), (16,), (16,)),
     ("under_one_chunk", (5,), (5,), (5,)),
     ("across_blocks", (), (3, 1100), (3, 1100)),

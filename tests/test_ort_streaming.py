@@ -1,14 +1,13 @@
 """Streaming stores (cxx/stream.h): calls that move more bytes than
 $LOSSGRAD_ORT_STREAM_ABOVE write their result with non-temporal stores, from a staged block
-or, for float bodies with AVX-512, straight from the 16-lane loop (cxx/iteration.h's
-kStreamsInLoop: the blocks that start on a 64-byte boundary). A process with the threshold
-at 0 streams every call; its results must be the bits of this process, which streams none
-of these small calls. The shapes give unaligned heads and tails (sizes that are no multiple
-of 64 bytes, so that a task's first block is staged and the rest are stored from the loop),
-several blocks per task and broadcast operands. Kernels with a float16 or bfloat16 result
-never stream; their bits are compared all the same, and
-test_only_float_bodies_without_exp_or_log_stage_their_stream checks which kernels may stream
-through a staged block."""
+or, with AVX-512, straight from the 16-lane loop of a float body (cxx/iteration.h's
+kStreamsInLoop) and from the fused half path (kStreamsFusedHalves): the blocks that start on
+a 64-byte boundary. A process with the threshold at 0 streams every call; its results must be
+the bits of this process, which streams none of these small calls. The shapes give unaligned
+heads and tails (sizes that are no multiple of 64 bytes, so that a task's first block is
+staged and the rest are stored from the loop), several blocks per task, an odd number of
+half chunks and broadcast operands; test_only_float_bodies_without_exp_or_log_stage_their_stream
+checks which kernels may stream through a staged block."""
 
 from __future__ import annotations
 
@@ -74,9 +73,9 @@ def test_streamed_results_are_the_cached_ones(tmp_path: Path) -> None:
 
 def test_only_float_bodies_without_exp_or_log_stage_their_stream() -> None:
     """Kernels bound by their arithmetic (a body calling exp or log) and kernels with a half
-    result never stream through a staged block: the staging pass made the first slower, and
-    streaming made the second slower (variant_printer.streams_its_result). A float body with
-    exp or log streams only from the 16-lane loop, which needs no staging."""
+    result never stream through a staged block as a whole: the staging pass made both slower
+    (variant_printer.streams_its_result). A float body with exp or log streams only from the
+    16-lane loop, and a half result only from the fused path, which need no staging."""
     kernels = kernel_structs()
     assert kernels
     for name, body in kernels:

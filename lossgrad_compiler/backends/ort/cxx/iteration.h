@@ -360,7 +360,11 @@ struct HalfStream {
   }
 };
 
-template <class V, bool kExact>
+// kConstantGo: grad_output is broadcast along the row (a 0-d grad_output, the common case of
+// a reduced loss), so its chunk is widened once rather than in every step: KlDivBackward
+// float16 0-d cost 0.06 ns per element in cache converting it again each time, against
+// IREE's 0.05.
+template <class V, bool kExact, bool kStream, bool kConstantGo>
 __attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Out>* in,
                                                  typename V::Out* out, int64_t n,
                                                  const typename V::Params& params) {
@@ -373,19 +377,19 @@ __attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Ou
   alignas(64) typename V::L2 c[kChunk] = {};
   alignas(64) typename V::L3 d[kChunk] = {};
   alignas(64) typename V::L4 e[kChunk] = {};
-  alignas(64) float values[kChunk];
-  // One chunk whose operands start at s0..s4 (kChunk elements each, read if used).
-  const auto chunk = [&](const H* s0, const H* s1, const H* s2, const H* s3, const H* s4,
-                         H* to) {
-    if constexpr (V::kUses0) widen_chunk(s0, a);
+  alignas(64) float values[2][kChunk];
+  // The values of one chunk whose operands start at s0..s4 (kChunk elements each, read if
+  // used), into `to`. With kConstantGo, grad_output's chunk is widened once, before the loop.
+  const auto compute = [&](float* to, const H* s0, const H* s1, const H* s2, const H* s3,
+                           const H* s4) {
+    if constexpr (V::kUses0 && !kConstantGo) widen_chunk(s0, a);
     if constexpr (V::kUses1) widen_chunk(s1, b);
     if constexpr (V::kUses2) widen_chunk(s2, c);
     if constexpr (V::kUses3) widen_chunk(s3, d);
     if constexpr (V::kUses4) widen_chunk(s4, e);
 #if defined(LOSSGRAD_VECTOR_LOG)
     if constexpr (V::kLanes16 && kChunk == 16) {  // one step of 16 lanes
-      value_lanes16<V, kExact>(a, b, c, d, e, values, kChunk, p);
-      narrow_chunk(values, to);
+      value_lanes16<V, kExact>(a, b, c, d, e, to, kChunk, p);
       return;
     }
 #endif
@@ -393,14 +397,26 @@ __attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Ou
     // some bodies (KlDivBackward's scale product); the loop vectoriser makes one vector step.
 #pragma GCC unroll 1
     for (int j = 0; j < kChunk; ++j)
-      values[j] = V::template value<kExact>(a[j], b[j], c[j], d[j], e[j], p);
-    narrow_chunk(values, to);
+      to[j] = V::template value<kExact>(a[j], b[j], c[j], d[j], e[j], p);
   };
   // in registers, not reloaded
   const HalfStream<H> s0 = in[0], s1 = in[1], s2 = in[2], s3 = in[3], s4 = in[4];
+  if constexpr (V::kUses0 && kConstantGo) widen_chunk(s0.data, a);
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk)
-    chunk(s0.at(i), s1.at(i), s2.at(i), s3.at(i), s4.at(i), out + i);
+  // Two chunks a step, narrowed together (narrow_chunk_pair): for bfloat16 always, for float16
+  // when they are streamed, so that each non-temporal store writes a whole line.
+  if constexpr (std::is_same_v<H, bfloat16> || kStream) {
+    for (; i + 2 * kChunk <= n; i += 2 * kChunk) {
+      compute(values[0], s0.at(i), s1.at(i), s2.at(i), s3.at(i), s4.at(i));
+      const int64_t j = i + kChunk;
+      compute(values[1], s0.at(j), s1.at(j), s2.at(j), s3.at(j), s4.at(j));
+      narrow_chunk_pair<kStream>(values[0], values[1], out + i);
+    }
+  }
+  for (; i + kChunk <= n; i += kChunk) {
+    compute(values[0], s0.at(i), s1.at(i), s2.at(i), s3.at(i), s4.at(i));
+    narrow_chunk<kStream>(values[0], out + i);
+  }
   if (i == n) return;
   // The last partial chunk: contiguous operands copied into zero-padded chunks.
   H padded[kNumOperands][kChunk] = {};
@@ -412,18 +428,28 @@ __attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Ou
       from[op] = padded[op];
     }
   }
+  compute(values[0], from[0], from[1], from[2], from[3], from[4]);
   H tail[kChunk];
-  chunk(from[0], from[1], from[2], from[3], from[4], tail);
+  narrow_chunk(values[0], tail);
   std::copy(tail, tail + (n - i), out + i);
 }
 
-template <class V>
+template <class V, bool kStream = false>
 void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* out, int64_t n,
                       const typename V::Params& params) {
+  if constexpr (V::kUses0) {
+    if (in[0].mask == 0) {
+      if (params.exact())
+        fused_half_chunks<V, true, kStream, true>(in, out, n, params);
+      else
+        fused_half_chunks<V, false, kStream, true>(in, out, n, params);
+      return;
+    }
+  }
   if (params.exact())
-    fused_half_chunks<V, true>(in, out, n, params);
+    fused_half_chunks<V, true, kStream, false>(in, out, n, params);
   else
-    fused_half_chunks<V, false>(in, out, n, params);
+    fused_half_chunks<V, false, kStream, false>(in, out, n, params);
 }
 
 // Whether the 16-lane loop writes a streamed result itself, with non-temporal vector stores:
@@ -437,17 +463,29 @@ template <class V>
 constexpr bool kStreamsInLoop =
     kRunsOn16Lanes<V, typename V::Out> && std::is_same_v<typename V::Out, typename V::Val>;
 
+// The same for the fused half path: with AVX-512 each pair of narrowed chunks, a whole 64-byte
+// line, leaves with one non-temporal store (docs/benchmarks.md, "Half-type results streamed",
+// has the figures).
 template <class V>
-constexpr bool kMayStream = V::kStreams || kStreamsInLoop<V>;
+constexpr bool kStreamsFusedHalves =
+#if defined(__AVX512F__)
+    kFusesHalves<V>;
+#else
+    false;
+#endif
+
+template <class V>
+constexpr bool kMayStream = V::kStreams || kStreamsInLoop<V> || kStreamsFusedHalves<V>;
 
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
 template <class V>
 void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end,
                        bool stream_requested) {
   using Out = typename V::Out;
-  // Only kernels that may stream (kMayStream: float or double results) keep the streaming
-  // code; the others, the fused half path among them, compile without it.
-  const bool stream = kMayStream<V> && stream_requested;
+  // Only kernels that may stream (kMayStream) keep the streaming code; the others compile
+  // without it. A half-type result streams only where the fused path computes it.
+  const bool fused = fuses_halves<V>(l);
+  const bool stream = kMayStream<V> && stream_requested && (fused || !kFusesHalves<V>);
   using Val = typename V::Val;
   const int inner = l.rank - 1;
   int64_t idx[kMaxRank];
@@ -456,7 +494,6 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     idx[a] = rest % l.dim[a];
     rest /= l.dim[a];
   }
-  const bool fused = fuses_halves<V>(l);
   const bool* uses = kUses<V>;
   HalfStream<Out> halves[kNumOperands];
   BlockLoads<V> in;
@@ -478,15 +515,20 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     for (int a = 0; a < l.rank; ++a)
       for (int op = 0; op < kNumOperands; ++op) offset[op] += idx[a] * l.stride[op][a];
     Out* const to = static_cast<Out*>(l.out) + pos;
-    // A block the 16-lane loop streams itself (its destination on a 64-byte boundary) needs
-    // no staging; any other streamed block is computed into `staged` and copied out.
-    const bool direct = kStreamsInLoop<V> && stream && reinterpret_cast<uintptr_t>(to) % 64 == 0;
+    // A block the 16-lane loop or the fused half path streams itself (its destination on a
+    // 64-byte boundary) needs no staging; any other streamed block is computed into `staged`
+    // and copied out.
+    const bool direct = (kStreamsInLoop<V> || kStreamsFusedHalves<V>) && stream &&
+                        reinterpret_cast<uintptr_t>(to) % 64 == 0;
     Out* out = stream && !direct ? staged : to;
     if (fused) {
       if constexpr (kFusesHalves<V>) {
         for (int op = 0; op < kNumOperands; ++op)
           if (uses[op]) halves[op].start(l, op, offset[op], inner);
-        fused_half_block<V>(halves, out, n, p);
+        if (direct)
+          fused_half_block<V, kStreamsFusedHalves<V>>(halves, out, n, p);
+        else
+          fused_half_block<V>(halves, out, n, p);
       }
     } else {
       in.load(l, offset, inner, n);

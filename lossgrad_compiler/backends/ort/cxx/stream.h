@@ -33,13 +33,14 @@ inline int64_t last_level_cache_bytes() {
 // $LOSSGRAD_ORT_STREAM_ABOVE bytes (read once per process; tests set it to 0 to stream every
 // call). Which kernels stream at all is iteration.h's kMayStream: a float or double result
 // whose body has no exp or log, through a staged block (kStreams;
-// variant_printer.streams_its_result says why), or any float body the 16-lane loop runs,
-// which stores its own vectors past the cache (kStreamsInLoop). Measured on a 32 MiB L3 with
+// variant_printer.streams_its_result says why), any float body the 16-lane loop runs, which
+// stores its own vectors past the cache (kStreamsInLoop), and the fused half path, which
+// stores whole lines of narrowed chunks (kStreamsFusedHalves). Measured on a 32 MiB L3 with
 // benchmarks/bench_ort_native.py's float32 cells at 2^22 (48 and 64 MiB moved), streaming was
 // 1.1-2.2x faster than ordinary stores at 1 and 2 threads; part of that is inputs that stay in
 // the L3 across the benchmark's repeated calls when the result bypasses it. (The half types,
-// which no longer stream, lost 10-14 % at 24 MiB and gained 6-14 % at 32 MiB there, but lost
-// at 2^24.)
+// streamed then through the staged block, lost 10-14 % at 24 MiB and gained 6-14 % at 32 MiB
+// there, but lost at 2^24.)
 inline int64_t stream_above_bytes() {
   static const int64_t bytes = [] {
     if (const char* configured = std::getenv("LOSSGRAD_ORT_STREAM_ABOVE")) {
