@@ -5,7 +5,7 @@ inputs, narrowed once, bit for bit: the contract computes half types in float32 
 once, and the fused path may not change a bit of it. The shapes put full 16-element chunks,
 a partial last chunk, block boundaries (1024 elements) and broadcast operands (0-d, a row,
 a column that changes per row, for grad_output too: a grad_output constant along the row is
-widened once per row, not per chunk) through it."""
+widened once per block, not per chunk) through it."""
 
 from __future__ import annotations
 

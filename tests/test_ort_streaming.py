@@ -6,7 +6,7 @@ a 64-byte boundary. A process with the threshold at 0 streams every call; its re
 the bits of this process, which streams none of these small calls. The shapes give unaligned
 heads and tails (sizes that are no multiple of 64 bytes, so that a task's first block is
 staged and the rest are stored from the loop), several blocks per task, an odd number of
-half chunks and broadcast operands; test_only_float_bodies_without_exp_or_log_stage_their_stream
+half chunks and broadcast operands. test_only_float_bodies_without_exp_or_log_stage_their_stream
 checks which kernels may stream through a staged block."""
 
 from __future__ import annotations

@@ -58,11 +58,11 @@ def streams_its_result(compute_ops: Iterable[Operation], out_type: str) -> bool:
       (every tensor out of the cache) at 1 thread: the four 0-d cells of SmoothL1LossBackward
       and KlDivBackward by 6-13 % with the staging pass, and 7 of 8 cells (both grad_output
       forms) with each 32-byte chunk streamed without it (SmoothL1 float16 full 4.93 against
-      3.91 ms). On a Zen 5 VM, whole 64-byte lines streamed from the fused path took 0.71-0.90
+      3.91 ms). With staging the full forms of KlDivBackward float16 were faster streamed (at
+      1 thread 2.3-2.8 against 3.1-3.3 ms), but at ordinary stores still at the triad's
+      speed. On a Zen 5 VM, whole 64-byte lines streamed from the fused path took 0.71-0.90
       of the time of ordinary stores at 2^24 (docs/benchmarks.md, "Half-type results
       streamed");
-      With staging the full forms of KlDivBackward float16 were faster streamed (at 1 thread
-      2.3-2.8 against 3.1-3.3 ms), but at ordinary stores still at the triad's speed;
     - the float32 bodies without them ran up to 2.2x faster streamed (KlDivBackward's, which
       reads one tensor, 3.0-3.6 against 4.6-4.7 ms at 2^24)."""
     if out_type not in ("float", "double"):
