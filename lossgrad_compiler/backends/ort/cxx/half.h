@@ -248,19 +248,26 @@ inline __m256i narrow_bfloat16_chunk(__m512 values) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// 16 floats narrowed to T in a register: the one conversion of a chunk that narrow_chunk and
+// narrow_chunk_pair share.
+template <class T>
+inline __m256i narrow_chunk_lanes(__m512 values) {
+  if constexpr (std::is_same_v<T, float16>) {
+    return _mm512_cvtps_ph(values, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  } else {
+    static_assert(std::is_same_v<T, bfloat16>, "a chunk narrows to float16 or bfloat16");
+    return narrow_bfloat16_chunk(values);
+  }
+}
+#endif
+
 // With kStream the chunk (32 bytes, `out` on a 32-byte boundary) is written with a
 // non-temporal store.
 template <bool kStream = false, class T>
 inline void narrow_chunk(const float* __restrict values, T* out) {
 #if defined(__AVX512F__)
-  const __m512 v = _mm512_loadu_ps(values);
-  __m256i halves;
-  if constexpr (std::is_same_v<T, float16>) {
-    halves = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  } else {
-    static_assert(std::is_same_v<T, bfloat16>, "narrow_chunk writes float16 or bfloat16");
-    halves = narrow_bfloat16_chunk(v);
-  }
+  const __m256i halves = narrow_chunk_lanes<T>(_mm512_loadu_ps(values));
   if constexpr (kStream)
     _mm256_stream_si256(reinterpret_cast<__m256i*>(out), halves);
   else
@@ -289,32 +296,27 @@ __attribute__((always_inline)) inline void narrow_chunk_pair(const float* __rest
 #if defined(__AVX512F__)
   const __m512 v0 = _mm512_loadu_ps(first);
   const __m512 v1 = _mm512_loadu_ps(second);
-  const auto join = [](__m256i low, __m256i high) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+  const auto store = [out](__m512i halves) {
+    if constexpr (kStream)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out), halves);
+    else
+      _mm512_storeu_si512(out, halves);
   };
-  __m512i halves;
-  if constexpr (std::is_same_v<T, float16>) {
-    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    halves = join(_mm512_cvtps_ph(v0, kNearest), _mm512_cvtps_ph(v1, kNearest));
-  } else {
-    static_assert(std::is_same_v<T, bfloat16>, "narrow_chunk_pair writes float16 or bfloat16");
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, bfloat16>) {
     const __mmask16 subnormal = _mm512_fpclass_ps_mask(v0, kFpclassDenormal) |
                                 _mm512_fpclass_ps_mask(v1, kFpclassDenormal);
     if (__builtin_expect(subnormal == 0, 1)) {
       const __m512bh converted = _mm512_cvtne2ps_pbh(v1, v0);
+      __m512i halves;
       std::memcpy(&halves, &converted, sizeof halves);
-    } else {
-      halves = join(narrow_bfloat16_chunk(v0), narrow_bfloat16_chunk(v1));
+      store(halves);
+      return;
     }
-#else
-    halves = join(narrow_bfloat16_lanes(v0), narrow_bfloat16_lanes(v1));
-#endif
   }
-  if constexpr (kStream)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(out), halves);
-  else
-    _mm512_storeu_si512(out, halves);
+#endif
+  store(_mm512_inserti64x4(_mm512_castsi256_si512(narrow_chunk_lanes<T>(v0)),
+                           narrow_chunk_lanes<T>(v1), 1));
 #else
   narrow_chunk<kStream>(first, out);
   narrow_chunk<kStream>(second, out + kChunk);
