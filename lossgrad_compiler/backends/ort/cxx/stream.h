@@ -1,4 +1,4 @@
-// Streaming (non-temporal) stores for results larger than the last-level cache.
+// Streaming (non-temporal) stores for calls too large to stay in the last-level cache.
 //
 // An ordinary store first reads the line it writes (read for ownership), so a kernel that
 // reads one tensor and writes one moves three tensors' bytes through memory. When a call's
@@ -29,18 +29,26 @@ inline int64_t last_level_cache_bytes() {
   return largest > 0 ? largest : int64_t{32} << 20;
 }
 
-// Calls that move more bytes than this stream their result: 7/8 of the last-level cache, or
+// Calls that move more bytes than this stream their result: half the last-level cache (glibc's
+// memcpy streams from the same point: a copy of L3 / 4 bytes moves L3 / 2), or
 // $LOSSGRAD_ORT_STREAM_ABOVE bytes (read once per process; tests set it to 0 to stream every
 // call). Which kernels stream at all is iteration.h's kMayStream: a float or double result
 // whose body has no exp or log, through a staged block (kStreams;
 // variant_printer.streams_its_result says why), any float body the 16-lane loop runs, which
 // stores its own vectors past the cache (kStreamsInLoop), and the fused half path, which
-// stores whole lines of narrowed chunks (kStreamsFusedHalves). Measured on a 32 MiB L3 with
-// benchmarks/bench_ort_native.py's float32 cells at 2^22 (48 and 64 MiB moved), streaming was
-// 1.1-2.2x faster than ordinary stores at 1 and 2 threads; part of that is inputs that stay in
-// the L3 across the benchmark's repeated calls when the result bypasses it. (The half types,
-// streamed then through the staged block, lost 10-14 % at 24 MiB and gained 6-14 % at 32 MiB
-// there, but lost at 2^24.)
+// stores whole lines of narrowed chunks (kStreamsFusedHalves).
+//
+// Ordinary stores pay off while a call's operands and result stay in the cache until the
+// next node reads the result: the read for ownership and the write-back then cost nothing.
+// benchmarks/bench_stream_threshold.py times a call and a chain of two nodes both ways, with
+// the caches warm and flushed, at 1 and 2 threads. On a 32 MiB L3 shared with other cores
+// (streamed time over ordinary, chained): at 24 MiB moved 0.68-0.90, except bfloat16 at 2
+// threads (1.02 and 1.11); at 16 MiB 0.78-1.22 at 1 thread, and at 2 threads 0.80-1.18 with
+// the caches flushed and 1.19-1.63 with them warm; at 12 MiB 1.10-1.76, except 1 thread with
+// the caches flushed (0.86-0.99).
+// The threshold was 7/8 of the cache while the half types streamed through the staged block,
+// which lost 10-14 % at 24 MiB. benchmarks/bench_ort_native.py's float32 cells at 2^22, 48
+// and 64 MiB moved, ran 1.1-2.2x faster streamed at 1 and 2 threads.
 inline int64_t stream_above_bytes() {
   static const int64_t bytes = [] {
     if (const char* configured = std::getenv("LOSSGRAD_ORT_STREAM_ABOVE")) {
@@ -48,7 +56,7 @@ inline int64_t stream_above_bytes() {
       const long long value = std::strtoll(configured, &end, 10);
       if (end != configured && *end == '\0' && value >= 0) return static_cast<int64_t>(value);
     }
-    return last_level_cache_bytes() / 8 * 7;
+    return last_level_cache_bytes() / 2;
   }();
   return bytes;
 }
