@@ -205,10 +205,17 @@ def make_inputs(
 
 
 def single_node_model(op: str, dtype: np.dtype, form: str = "0-d") -> object:
-    node = lo.make_node(op, ["go", "x", "t"], "out", **attrs_for(op, form))
+    return chain_model(op, dtype, form, 1)
+
+
+def chain_model(op: str, dtype: np.dtype, form: str, nodes: int) -> object:
+    """`nodes` nodes of `op` on inputs go, x and t, each after the first taking its
+    predecessor's result as self; the last one's result is out."""
+    attrs = attrs_for(op, form)
+    names = ["x", *(f"r{k}" for k in range(1, nodes)), "out"]
     go_shape = () if form == "0-d" else ("n",)
     graph = lo.make_graph(
-        [node],
+        [lo.make_node(op, ["go", names[k], "t"], names[k + 1], **attrs) for k in range(nodes)],
         [("go", dtype, go_shape), ("x", dtype, ("n",)), ("t", dtype, ("n",))],
         [("out", dtype, ("n",))],
     )

@@ -30,11 +30,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_ort_native import attrs_for, make_inputs, ort_cpus, pinned_session
-from lossgrad_compiler import onnx as lo
+from benchmarks.bench_ort_native import (
+    chain_model,
+    make_inputs,
+    on_its_cpus,
+    ort_runner,
+    streams,
+)
 from lossgrad_compiler import spec
-from lossgrad_compiler.runtime.ort import prepare_model, session_options
-from lossgrad_compiler.runtime.ort_io import to_ort_value
 
 WAYS = {"ordinary": str(1 << 62), "streamed": "0"}  # $LOSSGRAD_ORT_STREAM_ABOVE
 # (operator, type, log2 n, form): 12, 16 and 24 MiB moved
@@ -51,48 +54,29 @@ CELLS = (
 FLUSH_BYTES = 96 << 20
 
 
-def chain_model(op: str, dtype: np.dtype, form: str, nodes: int) -> object:
-    """`nodes` nodes of `op`, each after the first taking its predecessor's result as self."""
-    attrs = attrs_for(op, form)
-    names = ["x", *(f"r{k}" for k in range(1, nodes)), "out"]
-    go_shape = () if form == "0-d" else ("n",)
-    graph = lo.make_graph(
-        [lo.make_node(op, ["go", names[k], "t"], names[k + 1], **attrs) for k in range(nodes)],
-        [("go", dtype, go_shape), ("x", dtype, ("n",)), ("t", dtype, ("n",))],
-        [("out", dtype, ("n",))],
-    )
-    return prepare_model(lo.make_model(graph))
-
-
 def measure_child(
     op: str, type_name: str, log2n: int, form: str, threads: int, reps: int
 ) -> list[float]:
     """Minimum seconds per call: alone and chained, caches warm, then flushed."""
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, ort_cpus(threads)[0])
     dtype = spec.float_type(type_name).dtype
     inputs = make_inputs(op, 1 << log2n, dtype, form=form)
-    runs = []
-    for nodes in (1, 2):
-        model = chain_model(op, dtype, form, nodes)
-        so = session_options(True, intra_op_num_threads=threads, inter_op_num_threads=1)
-        sess = pinned_session(model.SerializeToString(), so, threads)
-        binding = sess.io_binding()
-        for name, key in zip(("go", "x", "t"), spec.INPUT_NAMES, strict=True):
-            binding.bind_ortvalue_input(name, to_ort_value(inputs[key]))
-        binding.bind_ortvalue_output("out", to_ort_value(np.empty_like(inputs["self"])))
-        sess.run_with_iobinding(binding)
-        runs.append((sess, binding))
+    runs = [
+        ort_runner(chain_model(op, dtype, form, nodes), inputs, threads, native=True)
+        for nodes in (1, 2)
+    ]
+    for run in runs:
+        on_its_cpus(run)
+        run()  # warm up
     flush = np.ones(FLUSH_BYTES // 4, np.float32)
     best = []
     for flushed in (False, True):
-        for sess, binding in runs:
+        for run in runs:
             fastest = float("inf")
             for _ in range(reps):
                 if flushed:
                     flush += 1.0
                 start = time.perf_counter()
-                sess.run_with_iobinding(binding)
+                run()
                 fastest = min(fastest, time.perf_counter() - start)
             best.append(fastest)
     return best
@@ -100,8 +84,7 @@ def measure_child(
 
 def bytes_moved(op: str, type_name: str, log2n: int, form: str) -> int:
     """Bytes of the operands the call reads and of its result."""
-    size = np.dtype(spec.float_type(type_name).dtype).itemsize << log2n
-    return ((2 if op == "KlDivBackward" else 3) + (form == "full")) * size  # KL never reads self
+    return streams(op, form) * (np.dtype(spec.float_type(type_name).dtype).itemsize << log2n)
 
 
 def measure(

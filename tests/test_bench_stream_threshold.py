@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 
 from benchmarks import bench_stream_threshold as bench
+from benchmarks.bench_ort_native import attrs_for
 from lossgrad_compiler import reference
 from lossgrad_compiler.runtime.ort import native_library, session_options
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 def test_chain_feeds_the_first_result_to_the_second_node(form: str) -> None:
     op = "SmoothL1LossBackward"
     inputs = bench.make_inputs(op, 64, np.dtype(np.float32), form=form)
-    attrs = bench.attrs_for(op, form)
+    attrs = attrs_for(op, form)
     model = bench.chain_model(op, np.dtype(np.float32), form, 2)
     sess = ort.InferenceSession(model.SerializeToString(), session_options(True))
     feeds = {"go": inputs["grad_output"], "x": inputs["self"], "t": inputs["target"]}
