@@ -8,7 +8,8 @@ Each figure is the minimum over repeated runs, and the runners of a cell (native
 path, PyTorch, IREE and the triad) take turns, round robin, so that each meets the same
 machine: other jobs share it, and its bandwidth drifts over seconds (a triad measured alone,
 before the cells, was up to 1.5x faster than the same triad beside them). Each thread count
-runs in a child process, because IREE fixes its worker count when its device starts. Forms:
+runs in a child process, because IREE fixes its worker count when its device starts. Every
+array starts on a 64-byte line (on_lines), as ORT's arena, IREE and PyTorch place theirs. Forms:
 "0-d" is reduction mean with a 0-d grad_output; "full" is reduction none with a grad_output
 of self's shape (three tensors read, one written, like autograd's unreduced loss). GB/s
 counts the bytes the operator must move (the tensors it reads and writes: KlDivBackward
@@ -184,11 +185,27 @@ def best_times(
     return best
 
 
+LINE = 64  # bytes in a cache line, and ORT's CPU arena alignment
+
+
+def on_lines(array: np.ndarray, offset: int = 0) -> np.ndarray:
+    """A copy of `array` whose data start `offset` bytes past a 64-byte line. Every array a
+    cell binds starts on a line, as ORT's arena places the tensors it allocates and as IREE's
+    and PyTorch's buffers start: where numpy's allocator puts an array depends on what the
+    process allocated and freed before, and a kernel whose operands sit off its result's
+    lines runs up to 1.4x slower (benchmarks/bench_operand_placement.py measures that)."""
+    raw = np.empty(array.nbytes + LINE + offset, np.uint8)
+    start = (-raw.ctypes.data) % LINE + offset
+    placed = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    placed[...] = array
+    return placed
+
+
 def make_inputs(
     op: str, n: int, dtype: np.dtype, seed: int = 0, form: str = "0-d"
 ) -> dict[str, np.ndarray]:
-    """Inputs in each operator's domain: KL-target's target positive, the BCE's self a
-    probability and target in [0, 1], SoftMargin's target a sign."""
+    """Inputs in each operator's domain, on lines (on_lines): KL-target's target positive, the
+    BCE's self a probability and target in [0, 1], SoftMargin's target a sign."""
     rng = np.random.default_rng(seed)
     x = rng.normal(0, 1, n)
     target = rng.normal(0, 1, n)
@@ -201,7 +218,8 @@ def make_inputs(
     elif op == "SoftMarginLossBackward":
         target = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     go = np.array(1.0, dtype) if form == "0-d" else rng.normal(0, 1, n).astype(dtype)
-    return {"grad_output": go, "self": x.astype(dtype), "target": target.astype(dtype)}
+    arrays = {"grad_output": go, "self": x.astype(dtype), "target": target.astype(dtype)}
+    return {name: on_lines(a) for name, a in arrays.items()}
 
 
 def single_node_model(op: str, dtype: np.dtype, form: str = "0-d") -> object:
@@ -238,7 +256,7 @@ def ort_runner(
     binding = sess.io_binding()
     for name, key in zip(("go", "x", "t"), spec.INPUT_NAMES, strict=True):
         binding.bind_ortvalue_input(name, to_ort_value(inputs[key]))
-    out = to_ort_value(np.empty_like(inputs["self"]))
+    out = to_ort_value(on_lines(np.empty_like(inputs["self"])))
     binding.bind_ortvalue_output("out", out)
     return bound_runner(sess, binding, threads)
 
@@ -316,7 +334,7 @@ def triad_runner(n: int, threads: int):
         ctypes.c_int64,
         ctypes.c_int,
     ]
-    a, b, c = (np.ones(n, np.float32) for _ in range(3))
+    a, b, c = (on_lines(np.ones(n, np.float32)) for _ in range(3))
     return lambda: library.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads)
 
 
