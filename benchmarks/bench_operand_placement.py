@@ -73,9 +73,18 @@ def placed_arrays(
     return arrays, at(3, inputs["self"])
 
 
-def placed_runner(model: object, arrays: list[np.ndarray], out: np.ndarray, threads: int):
-    """The native kernel of `model` bound to these arrays."""
-    so = session_options(True, intra_op_num_threads=threads, inter_op_num_threads=1)
+def placed_runner(
+    model: object,
+    arrays: list[np.ndarray],
+    out: np.ndarray,
+    threads: int,
+    library: str | None = None,
+):
+    """The native kernel of `model` (from the JIT library, or `library`) bound to these
+    arrays."""
+    so = session_options(library is None, intra_op_num_threads=threads, inter_op_num_threads=1)
+    if library is not None:
+        so.register_custom_ops_library(library)
     sess = pinned_session(model.SerializeToString(), so, threads)  # type: ignore[attr-defined]
     binding = sess.io_binding()
     for name, array in zip(("go", "x", "t"), arrays, strict=True):
@@ -86,14 +95,16 @@ def placed_runner(model: object, arrays: list[np.ndarray], out: np.ndarray, thre
     return run
 
 
-def placement_results(op: str, dtype: np.dtype, form: str, n: int) -> dict[str, bytes]:
+def placement_results(
+    op: str, dtype: np.dtype, form: str, n: int, library: str | None = None
+) -> dict[str, bytes]:
     """The result's bytes at each placement, for the tests: the same at every placement."""
     inputs = make_inputs(op, n, dtype, form=form)
     model = single_node_model(op, dtype, form)
     results = {}
     for name, offsets in PLACEMENTS.items():
         arrays, out = placed_arrays(inputs, offsets)
-        placed_runner(model, arrays, out, 1)()
+        placed_runner(model, arrays, out, 1, library)()
         results[name] = out.tobytes()
     return results
 

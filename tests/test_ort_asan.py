@@ -1,7 +1,8 @@
 """The kernel library built with -fsanitize=address,undefined, driven from a Python
 subprocess (libasan preloaded) over hypothesis-drawn shapes, broadcasts, element types and
-attributes (arbitrary reduction bytes among them), including rejected calls: no sanitizer
-report, exit status 0."""
+attributes (arbitrary reduction bytes among them), including rejected calls; and over every
+placement of benchmarks/bench_operand_placement.py with each call streamed (the shifted rows
+of cxx/iteration.h): no sanitizer report, exit status 0."""
 
 from __future__ import annotations
 
@@ -79,6 +80,24 @@ DRIVER = textwrap.dedent(
 )
 
 
+# Every placement of bench_operand_placement (operands off the result's lines: the shifted
+# rows of cxx/iteration.h), each call streamed, rows long enough for whole lines and a tail.
+PLACEMENTS_DRIVER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from benchmarks.bench_operand_placement import placement_results
+    from benchmarks.bench_ort_native import OPS
+
+    for op in OPS:
+        for form in ("full", "0-d"):
+            results = placement_results(op, np.dtype(np.float32), form, 4099, sys.argv[1])
+            assert len(set(results.values())) == 1, (op, form)
+    print("driver done")
+    """
+)
+
+
 def _sanitizer_runtime(tools: build.Toolchain, name: str) -> str | None:
     done = subprocess.run(
         [*tools.compiler, f"-print-file-name={name}"], capture_output=True, text=True
@@ -87,7 +106,9 @@ def _sanitizer_runtime(tools: build.Toolchain, name: str) -> str | None:
     return path if os.path.isabs(path) and os.path.exists(path) else None
 
 
-def test_kernels_under_address_and_undefined_sanitizers(tmp_path: Path) -> None:
+def _sanitized_run(driver: str, *args: str, stream_above: str | None = None) -> None:
+    """Runs `driver` with the sanitized library (its first argument) preloaded with the
+    sanitizer runtimes: exit status 0, no report."""
     try:
         tools = build.toolchain()
     except build.NativeUnavailableError as err:
@@ -106,8 +127,10 @@ def test_kernels_under_address_and_undefined_sanitizers(tmp_path: Path) -> None:
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=24",
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     }
+    if stream_above is not None:
+        env["LOSSGRAD_ORT_STREAM_ABOVE"] = stream_above
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(library), "150"],
+        [sys.executable, "-c", driver, str(library), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -118,3 +141,11 @@ def test_kernels_under_address_and_undefined_sanitizers(tmp_path: Path) -> None:
     assert "driver done" in done.stdout, report
     assert "ERROR: AddressSanitizer" not in done.stderr, report
     assert "runtime error:" not in done.stderr, report
+
+
+def test_kernels_under_address_and_undefined_sanitizers() -> None:
+    _sanitized_run(DRIVER, "150")
+
+
+def test_streamed_placements_under_address_and_undefined_sanitizers() -> None:
+    _sanitized_run(PLACEMENTS_DRIVER, stream_above="0")

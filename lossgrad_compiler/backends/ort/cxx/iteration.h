@@ -477,6 +477,141 @@ constexpr bool kStreamsFusedHalves =
 template <class V>
 constexpr bool kMayStream = V::kStreams || kStreamsInLoop<V> || kStreamsFusedHalves<V>;
 
+#if defined(LOSSGRAD_VECTOR_LOG)
+// One operand of a shifted row: contiguous floats (mask -1), or 16 copies of a value broadcast
+// along the row, which every step re-reads (mask 0), as HalfStream does. An operand the body
+// does not read stays at its zero copies.
+struct RowFloats {
+  alignas(64) float copies[16] = {};
+  const float* data = copies;
+  int64_t mask = 0;
+  RowFloats() = default;
+  RowFloats(const RowFloats&) = delete;
+  RowFloats& operator=(const RowFloats&) = delete;
+  const float* at(int64_t i) const { return data + (i & mask); }
+};
+
+// n results (n >= 16) of a row whose operands start on 64-byte lines (or are broadcast) and
+// whose result `to` does not: each step reads whole lines, and the result's lines are put
+// together from two steps' values with one permute, then streamed. The first line, which
+// holds elements before `to`, is written through a mask; the last partial line and the tail
+// with ordinary stores.
+template <class V, bool kExact>
+__attribute__((noinline)) void shifted_steps(const RowFloats* in, float* to, int64_t n,
+                                             const typename V::Params& p) {
+  const int q = static_cast<int>(reinterpret_cast<uintptr_t>(to) / sizeof(float) % 16);
+  float* const line = to - q;  // result element j is line[j + q]
+  // lane k of a line takes lane k + 16 - q of (the step before, this step)
+  const __m512i index = _mm512_add_epi32(
+      _mm512_set1_epi32(16 - q),
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const auto value = [&](int64_t i) {
+    const floatx16 v = V::template value<kExact>(
+        lanes_of<V::kUses0, true>(in[0].at(i)), lanes_of<V::kUses1, true>(in[1].at(i)),
+        lanes_of<V::kUses2, true>(in[2].at(i)), lanes_of<V::kUses3, true>(in[3].at(i)),
+        lanes_of<V::kUses4, true>(in[4].at(i)), p);
+    return reinterpret_cast<const __m512&>(v);
+  };
+  __m512 previous = value(0);
+  _mm512_mask_storeu_ps(line, static_cast<__mmask16>(0xffffu << q),
+                        _mm512_permutex2var_ps(previous, index, previous));
+  int64_t i = 16;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 current = value(i);
+    _mm512_stream_ps(line + i, _mm512_permutex2var_ps(previous, index, current));
+    previous = current;
+  }
+  // Results [i - q, n): the last q lanes of the last step, then the partial step.
+  const int64_t rest = n - i;
+  alignas(64) float last[32];
+  _mm512_store_ps(last, previous);
+  if (rest > 0) {
+    float chunks[kNumOperands][16];
+    const floatx16 v = V::template value<kExact>(
+        lanes_of<V::kUses0, false>(padded_tail<V::kUses0>(in[0].at(i), rest, chunks[0])),
+        lanes_of<V::kUses1, false>(padded_tail<V::kUses1>(in[1].at(i), rest, chunks[1])),
+        lanes_of<V::kUses2, false>(padded_tail<V::kUses2>(in[2].at(i), rest, chunks[2])),
+        lanes_of<V::kUses3, false>(padded_tail<V::kUses3>(in[3].at(i), rest, chunks[3])),
+        lanes_of<V::kUses4, false>(padded_tail<V::kUses4>(in[4].at(i), rest, chunks[4])), p);
+    std::memcpy(last + 16, &v, sizeof v);
+  }
+  std::copy(last + 16 - q, last + 16 + rest, to + i - q);
+}
+
+// A float operand's value at `offset` of storage type `element`, for a broadcast operand of a
+// shifted row; false for a double, which the 16-lane bodies never read.
+inline bool broadcast_value(const void* data, Element element, int64_t offset, float* value) {
+  switch (element) {
+    case Element::kFloat16:
+      *value = convert<float>(static_cast<const float16*>(data)[offset]);
+      return true;
+    case Element::kBFloat16:
+      *value = convert<float>(static_cast<const bfloat16*>(data)[offset]);
+      return true;
+    case Element::kFloat32:
+      *value = static_cast<const float*>(data)[offset];
+      return true;
+    case Element::kFloat64:
+      return false;
+  }
+  return false;
+}
+
+// A streamed row of n elements of a float body whose contiguous operands are float32 and share
+// one offset within a 64-byte line other than the result's (`to`, on a line here), its other
+// operands broadcast along the row: after a head of fewer than 16 elements that brings the
+// operands to a line, shifted_steps computes the rest of the row. With the result on the
+// lines instead, every load of such an operand spans two lines: MseLossBackward float32 at
+// 2^22 with a full grad_output took 1.16-1.34x as long with its result 16 to 80 bytes off its
+// operands' lines as on them (docs/benchmarks.md, "Operands off the result's lines"). Returns
+// false, writing nothing, for any other row; the blocks compute it as before.
+template <class V>
+bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, int64_t n,
+                 const typename V::Params& p) {
+  if (n < 64) return false;
+  const bool* uses = kUses<V>;
+  RowFloats in[kNumOperands];
+  int64_t line_offset = -1;  // bytes into a line where the contiguous operands start
+  for (int op = 0; op < kNumOperands; ++op) {
+    if (!uses[op]) continue;
+    if (l.stride[op][inner] == 0) {
+      float value = 0.0f;
+      if (!broadcast_value(l.data[op], l.element[op], offset[op], &value)) return false;
+      std::fill(std::begin(in[op].copies), std::end(in[op].copies), value);
+      continue;
+    }
+    if (l.stride[op][inner] != 1 || l.element[op] != Element::kFloat32) return false;
+    const float* data = static_cast<const float*>(l.data[op]) + offset[op];
+    const auto at = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data) % 64);
+    if (at % int64_t{sizeof(float)} != 0 || (line_offset >= 0 && at != line_offset))
+      return false;
+    line_offset = at;
+    in[op].data = data;
+    in[op].mask = -1;
+  }
+  if (line_offset <= 0 || line_offset == static_cast<int64_t>(reinterpret_cast<uintptr_t>(to) % 64))
+    return false;
+  const int64_t head = (64 - line_offset) / int64_t{sizeof(float)};
+  const auto compute = [&](auto exact) {
+    constexpr bool kExact = decltype(exact)::value;
+    value_lanes16<V, kExact>(
+        reinterpret_cast<const typename V::L0*>(in[0].data),
+        reinterpret_cast<const typename V::L1*>(in[1].data),
+        reinterpret_cast<const typename V::L2*>(in[2].data),
+        reinterpret_cast<const typename V::L3*>(in[3].data),
+        reinterpret_cast<const typename V::L4*>(in[4].data), to, head, p);
+    for (RowFloats& operand : in)
+      if (operand.mask != 0) operand.data += head;
+    shifted_steps<V, kExact>(in, to + head, n - head, p);
+  };
+  if (p.exact())
+    compute(std::true_type{});
+  else
+    compute(std::false_type{});
+  return true;
+}
+#endif
+
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
 template <class V>
 void elementwise_range(const Layout& l, const typename V::Params& p, int64_t begin, int64_t end,
@@ -509,7 +644,8 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
   int64_t first = lead == 0 ? kBlock : 64 / int64_t{sizeof(Out)} - lead;
   int64_t pos = begin;
   while (pos < end) {
-    const int64_t n = std::min({l.dim[inner] - idx[inner], end - pos, first});
+    const int64_t row = std::min(l.dim[inner] - idx[inner], end - pos);  // left of the row
+    int64_t n = std::min(row, first);
     first = kBlock;
     int64_t offset[kNumOperands] = {};
     for (int a = 0; a < l.rank; ++a)
@@ -520,8 +656,18 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     // and copied out.
     const bool direct = (kStreamsInLoop<V> || kStreamsFusedHalves<V>) && stream &&
                         reinterpret_cast<uintptr_t>(to) % 64 == 0;
+    // A row whose operands share an offset off the result's lines goes to shifted_row whole.
+    bool shifted = false;
+#if defined(LOSSGRAD_VECTOR_LOG)
+    if constexpr (kStreamsInLoop<V>) {
+      shifted = direct && shifted_row<V>(l, offset, inner, to, row, p);
+      if (shifted) n = row;
+    }
+#endif
     Out* out = stream && !direct ? staged : to;
-    if (fused) {
+    if (shifted) {
+      // written by shifted_row
+    } else if (fused) {
       if constexpr (kFusesHalves<V>) {
         for (int op = 0; op < kNumOperands; ++op)
           if (uses[op]) halves[op].start(l, op, offset[op], inner);
