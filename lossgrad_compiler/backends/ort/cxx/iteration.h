@@ -557,14 +557,16 @@ inline bool broadcast_value(const void* data, Element element, int64_t offset, f
   return false;
 }
 
-// A streamed row of n elements of a float body whose contiguous operands are float32 and share
-// one offset within a 64-byte line other than the result's (`to`, on a line here), its other
-// operands broadcast along the row: after a head of fewer than 16 elements that brings the
-// operands to a line, shifted_steps computes the rest of the row. With the result on the
-// lines instead, every load of such an operand spans two lines: MseLossBackward float32 at
-// 2^22 with a full grad_output took 1.16-1.34x as long with its result 16 to 80 bytes off its
-// operands' lines as on them (docs/benchmarks.md, "Operands off the result's lines"). Returns
-// false, writing nothing, for any other row; the blocks compute it as before.
+// A streamed row of n elements of a float body whose contiguous operands (two or more) are
+// float32 and share one offset within a 64-byte line other than the result's (`to`, on a line
+// here), its other operands broadcast along the row: after a head of fewer than 16 elements
+// that brings the operands to a line, shifted_steps computes the rest of the row. With the
+// result on the lines instead, every load of such an operand spans two lines:
+// MseLossBackward float32 at 2^22 with a full grad_output took 1.16-1.34x as long with its
+// result 16 to 1040 bytes off its operands' lines as on them (docs/benchmarks.md, "Operands
+// off the result's lines"). A row with one contiguous operand lost little to its split loads
+// (KlDivBackward float32 0-d: 0.99-1.03x) and ran 1.01-1.12x shifted, so it stays with the
+// blocks. Returns false, writing nothing, for any other row; the blocks compute it as before.
 template <class V>
 bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, int64_t n,
                  const typename V::Params& p) {
@@ -572,6 +574,7 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
   const bool* uses = kUses<V>;
   RowFloats in[kNumOperands];
   int64_t line_offset = -1;  // bytes into a line where the contiguous operands start
+  int contiguous = 0;
   for (int op = 0; op < kNumOperands; ++op) {
     if (!uses[op]) continue;
     if (l.stride[op][inner] == 0) {
@@ -588,9 +591,10 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
     line_offset = at;
     in[op].data = data;
     in[op].mask = -1;
+    ++contiguous;
   }
-  if (line_offset <= 0 || line_offset == static_cast<int64_t>(reinterpret_cast<uintptr_t>(to) % 64))
-    return false;
+  const auto result_offset = static_cast<int64_t>(reinterpret_cast<uintptr_t>(to) % 64);
+  if (contiguous < 2 || line_offset <= 0 || line_offset == result_offset) return false;
   const int64_t head = (64 - line_offset) / int64_t{sizeof(float)};
   const auto compute = [&](auto exact) {
     constexpr bool kExact = decltype(exact)::value;
