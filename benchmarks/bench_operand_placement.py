@@ -4,15 +4,15 @@ and result placed at chosen byte offsets, modulo the 64-byte line and the 4 KiB 
     .venv/bin/python benchmarks/bench_operand_placement.py [--ops ...] [--log2n 22]
 
 The 16-lane loops align their blocks to the result's lines, so an operand that starts at
-another offset within a line is read with loads that each span two lines; where it also sits
-just below the result modulo 4 KiB, its loads share their low address bits with the stores
-before them. Where arrays sit is up to their producer: ORT's arena puts a tensor on a line,
-numpy puts a fresh large array 16 bytes into one, and glibc's heap, once the process has freed
-large arrays, puts consecutive ones 16 bytes apart. Each placement puts grad_output, self,
-target and the result at slot k of one buffer (slots 16 MiB + 8 KiB apart) plus the
-placement's byte offset for it; all four runners of a cell bind the same inputs' values and
-take turns (bench_ort_native.best_times), with a triad on lines beside them. Each figure is the
-placement's time over the "on lines" one's.
+another offset within a line is read with loads that each span two lines (unless the row runs
+shifted: cxx/iteration.h's shifted_row); the cost also depends on whether the operand sits
+just below or just above the result modulo 4 KiB. Where arrays sit is up to their producer:
+ORT's arena puts a tensor on a line, numpy puts a fresh large array 16 bytes into one, and
+glibc's heap, once the process has freed large arrays, puts consecutive ones 16 bytes apart.
+Each placement puts grad_output, self, target and the result at slot k of one buffer (slots
+16 MiB + 8 KiB apart) plus the placement's byte offset for it; the placements' runners bind
+the same inputs' values and take turns (bench_ort_native.best_times), with a triad on lines
+beside them. Each figure is the placement's time over the "on lines" one's.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def on_lines(array: np.ndarray, offset: int = 0) -> np.ndarray:
     cell binds starts on a line, as ORT's arena places the tensors it allocates and as IREE's
     and PyTorch's buffers start: where numpy's allocator puts an array depends on what the
     process allocated and freed before, and a kernel whose operands sit off its result's
-    lines runs up to 1.4x slower (benchmarks/bench_operand_placement.py measures that)."""
+    lines ran up to 1.5x slower (benchmarks/bench_operand_placement.py measures that)."""
     raw = np.empty(array.nbytes + LINE + offset, np.uint8)
     start = (-raw.ctypes.data) % LINE + offset
     placed = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
