@@ -10,9 +10,9 @@ just below or just above the result modulo 4 KiB. Where arrays sit is up to thei
 ORT's arena puts a tensor on a line, numpy puts a fresh large array 16 bytes into one, and
 glibc's heap, once the process has freed large arrays, puts consecutive ones 16 bytes apart.
 Each placement puts grad_output, self, target and the result at slot k of one buffer (slots
-16 MiB + 8 KiB apart) plus the placement's byte offset for it; the placements' runners bind
-the same inputs' values and take turns (bench_ort_native.best_times), with a triad on lines
-beside them. Each figure is the placement's time over the "on lines" one's.
+on pages, 8 KiB apart; at 2^22 16 MiB + 8 KiB) plus the placement's byte offset for it; the
+placements' runners bind the same inputs' values and take turns (bench_ort_native.best_times),
+with a triad on lines beside them. Each figure is the placement's time over the "on lines" one's.
 """
 
 from __future__ import annotations
@@ -27,15 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_ort_native import (
     best_times,
-    bound_runner,
     make_inputs,
-    pinned_session,
+    ort_runner,
     single_node_model,
     triad_runner,
 )
 from lossgrad_compiler import spec
-from lossgrad_compiler.runtime.ort import session_options
-from lossgrad_compiler.runtime.ort_io import to_ort_value
 
 SLOT_GAP = 8 << 10  # bytes between slots past the arrays: the slots keep their page offsets
 # byte offsets of (grad_output, self, target, result) in their slots
@@ -48,16 +45,15 @@ PLACEMENTS: dict[str, tuple[int, int, int, int]] = {
     "out +1040": (0, 0, 0, 1040),
     "heap": (0, 16, 32, 48),  # consecutive arrays 16 bytes apart
 }
-NAMES = ("grad_output", "self", "target")
 
 
 def placed_arrays(
     inputs: dict[str, np.ndarray], offsets: tuple[int, int, int, int]
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Copies of the inputs and an empty result (self's shape and type), slot k of one buffer
-    holding array k at its offset: slot k starts k * (size + SLOT_GAP) bytes past a page."""
-    size = inputs["self"].nbytes
-    slot = size + SLOT_GAP
+    holding array k (spec.INPUT_NAMES, then the result) at its offset: every slot starts on a
+    page, so that the offsets hold modulo the line and the page whatever the size."""
+    slot = -(-inputs["self"].nbytes // 4096) * 4096 + SLOT_GAP
     raw = np.empty(4 * slot + max(offsets) + 4096, np.uint8)
     base = (-raw.ctypes.data) % 4096
 
@@ -65,34 +61,25 @@ def placed_arrays(
         start = base + k * slot + offsets[k]
         return raw[start : start + like.nbytes].view(like.dtype).reshape(like.shape)
 
-    arrays = []
-    for k, name in enumerate(NAMES):
-        array = at(k, inputs[name])
-        array[...] = inputs[name]
-        arrays.append(array)
-    return arrays, at(3, inputs["self"])
+    placed = {}
+    for k, name in enumerate(spec.INPUT_NAMES):
+        placed[name] = at(k, inputs[name])
+        placed[name][...] = inputs[name]
+    return placed, at(3, inputs["self"])
 
 
 def placed_runner(
     model: object,
-    arrays: list[np.ndarray],
-    out: np.ndarray,
+    inputs: dict[str, np.ndarray],
+    offsets: tuple[int, int, int, int],
     threads: int,
     library: str | None = None,
 ):
-    """The native kernel of `model` (from the JIT library, or `library`) bound to these
-    arrays."""
-    so = session_options(library is None, intra_op_num_threads=threads, inter_op_num_threads=1)
-    if library is not None:
-        so.register_custom_ops_library(library)
-    sess = pinned_session(model.SerializeToString(), so, threads)  # type: ignore[attr-defined]
-    binding = sess.io_binding()
-    for name, array in zip(("go", "x", "t"), arrays, strict=True):
-        binding.bind_ortvalue_input(name, to_ort_value(array))
-    binding.bind_ortvalue_output("out", to_ort_value(out))
-    run = bound_runner(sess, binding, threads)
-    run.keep = (arrays, out)  # type: ignore[attr-defined]  # the buffer outlives the session
-    return run
+    """The native kernel of `model` (from the JIT library, or `library`) on copies of
+    `inputs` placed at `offsets`, and the result it writes."""
+    placed, out = placed_arrays(inputs, offsets)
+    run = ort_runner(model, placed, threads, library is None, library, out=out)
+    return run, out
 
 
 def placement_results(
@@ -103,8 +90,8 @@ def placement_results(
     model = single_node_model(op, dtype, form)
     results = {}
     for name, offsets in PLACEMENTS.items():
-        arrays, out = placed_arrays(inputs, offsets)
-        placed_runner(model, arrays, out, 1, library)()
+        run, out = placed_runner(model, inputs, offsets, 1, library)
+        run()
         results[name] = out.tobytes()
     return results
 
@@ -116,8 +103,7 @@ def measure(op: str, type_name: str, form: str, log2n: int, threads: int, budget
     model = single_node_model(op, dtype, form)
     runners = {}
     for name, offsets in PLACEMENTS.items():
-        arrays, out = placed_arrays(inputs, offsets)
-        runners[name] = placed_runner(model, arrays, out, threads)
+        runners[name] = placed_runner(model, inputs, offsets, threads)[0]
     runners["triad"] = triad_runner(1 << log2n, threads)
     return best_times(runners, budget=budget)
 

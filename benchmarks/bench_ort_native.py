@@ -246,9 +246,10 @@ def ort_runner(
     threads: int,
     native: bool,
     library: str | None = None,
+    out: np.ndarray | None = None,
 ):
     """The model in ORT with the JIT kernel library (`native`), another `library`, or the
-    function path."""
+    function path, writing `out` (by default an array like self, on lines)."""
     so = session_options(native, intra_op_num_threads=threads, inter_op_num_threads=1)
     if library is not None:
         so.register_custom_ops_library(library)
@@ -256,8 +257,9 @@ def ort_runner(
     binding = sess.io_binding()
     for name, key in zip(("go", "x", "t"), spec.INPUT_NAMES, strict=True):
         binding.bind_ortvalue_input(name, to_ort_value(inputs[key]))
-    out = to_ort_value(on_lines(np.empty_like(inputs["self"])))
-    binding.bind_ortvalue_output("out", out)
+    if out is None:
+        out = on_lines(np.empty_like(inputs["self"]))
+    binding.bind_ortvalue_output("out", to_ort_value(out))
     return bound_runner(sess, binding, threads)
 
 

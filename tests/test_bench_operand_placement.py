@@ -5,6 +5,7 @@ result with ordinary stores or streams it ($LOSSGRAD_ORT_STREAM_ABOVE=0)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from benchmarks import bench_operand_placement as placement
 from benchmarks.bench_ort_native import OPS, make_inputs, on_lines
+from lossgrad_compiler import spec
 
 ROOT = Path(__file__).resolve().parents[1]
 # not a multiple of 16 lanes: each result has a partial last step
@@ -33,15 +35,15 @@ def test_on_lines_copies_to_its_offset() -> None:
 
 
 def test_placed_arrays_sit_at_their_offsets() -> None:
+    # 4,000 bytes an array: no multiple of a line, so the slots must round up to their page
     inputs = make_inputs("MseLossBackward", 1000, np.dtype(np.float32), form="full")
-    slot = inputs["self"].nbytes + placement.SLOT_GAP
     for offsets in placement.PLACEMENTS.values():
-        arrays, out = placement.placed_arrays(inputs, offsets)
-        first = arrays[0].ctypes.data - offsets[0]
-        assert first % 4096 == 0
-        for k, array in enumerate([*arrays, out]):
-            assert array.ctypes.data == first + k * slot + offsets[k]
-        for array, name in zip(arrays, placement.NAMES, strict=True):
+        placed, out = placement.placed_arrays(inputs, offsets)
+        arrays = [*(placed[name] for name in spec.INPUT_NAMES), out]
+        for array, offset in zip(arrays, offsets, strict=True):
+            assert array.ctypes.data % 4096 == offset % 4096
+        assert all(a.ctypes.data < b.ctypes.data for a, b in itertools.pairwise(arrays))
+        for name, array in placed.items():
             assert array.tobytes() == inputs[name].tobytes()
         assert out.shape == inputs["self"].shape and out.dtype == inputs["self"].dtype
 
