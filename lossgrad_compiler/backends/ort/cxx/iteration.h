@@ -491,6 +491,18 @@ struct RowFloats {
   const float* at(int64_t i) const { return data + (i & mask); }
 };
 
+// n results of a shifted row's operands from element i on, by value_lanes16 with plain loads:
+// the row's head, which brings its operands to a line, and its tail (n < 16 both).
+template <class V, bool kExact>
+inline void plain_lanes16(const RowFloats* in, int64_t i, float* out, int64_t n,
+                          const typename V::Params& p) {
+  value_lanes16<V, kExact>(reinterpret_cast<const typename V::L0*>(in[0].at(i)),
+                           reinterpret_cast<const typename V::L1*>(in[1].at(i)),
+                           reinterpret_cast<const typename V::L2*>(in[2].at(i)),
+                           reinterpret_cast<const typename V::L3*>(in[3].at(i)),
+                           reinterpret_cast<const typename V::L4*>(in[4].at(i)), out, n, p);
+}
+
 // n results (n >= 16) of a row whose operands start on 64-byte lines (or are broadcast) and
 // whose result `to` does not: each step reads whole lines, and the result's lines are put
 // together from two steps' values with one permute, then streamed. The first line, which
@@ -525,36 +537,8 @@ __attribute__((noinline)) void shifted_steps(const RowFloats* in, float* to, int
   const int64_t rest = n - i;
   alignas(64) float last[32];
   _mm512_store_ps(last, previous);
-  if (rest > 0) {
-    float chunks[kNumOperands][16];
-    const floatx16 v = V::template value<kExact>(
-        lanes_of<V::kUses0, false>(padded_tail<V::kUses0>(in[0].at(i), rest, chunks[0])),
-        lanes_of<V::kUses1, false>(padded_tail<V::kUses1>(in[1].at(i), rest, chunks[1])),
-        lanes_of<V::kUses2, false>(padded_tail<V::kUses2>(in[2].at(i), rest, chunks[2])),
-        lanes_of<V::kUses3, false>(padded_tail<V::kUses3>(in[3].at(i), rest, chunks[3])),
-        lanes_of<V::kUses4, false>(padded_tail<V::kUses4>(in[4].at(i), rest, chunks[4])), p);
-    std::memcpy(last + 16, &v, sizeof v);
-  }
+  plain_lanes16<V, kExact>(in, i, last + 16, rest, p);
   std::copy(last + 16 - q, last + 16 + rest, to + i - q);
-}
-
-// A float operand's value at `offset` of storage type `element`, for a broadcast operand of a
-// shifted row; false for a double, which the 16-lane bodies never read.
-inline bool broadcast_value(const void* data, Element element, int64_t offset, float* value) {
-  switch (element) {
-    case Element::kFloat16:
-      *value = convert<float>(static_cast<const float16*>(data)[offset]);
-      return true;
-    case Element::kBFloat16:
-      *value = convert<float>(static_cast<const bfloat16*>(data)[offset]);
-      return true;
-    case Element::kFloat32:
-      *value = static_cast<const float*>(data)[offset];
-      return true;
-    case Element::kFloat64:
-      return false;
-  }
-  return false;
 }
 
 // A streamed row of n elements of a float body whose contiguous operands (two or more) are
@@ -572,38 +556,40 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
                  const typename V::Params& p) {
   if (n < 64) return false;
   const bool* uses = kUses<V>;
-  RowFloats in[kNumOperands];
+  // Whether the row is one: checked on every streamed block, so nothing is copied before.
   int64_t line_offset = -1;  // bytes into a line where the contiguous operands start
   int contiguous = 0;
   for (int op = 0; op < kNumOperands; ++op) {
-    if (!uses[op]) continue;
-    if (l.stride[op][inner] == 0) {
-      float value = 0.0f;
-      if (!broadcast_value(l.data[op], l.element[op], offset[op], &value)) return false;
-      std::fill(std::begin(in[op].copies), std::end(in[op].copies), value);
-      continue;
-    }
+    if (!uses[op] || l.stride[op][inner] == 0) continue;
     if (l.stride[op][inner] != 1 || l.element[op] != Element::kFloat32) return false;
-    const float* data = static_cast<const float*>(l.data[op]) + offset[op];
-    const auto at = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data) % 64);
+    const auto at = static_cast<int64_t>(
+        reinterpret_cast<uintptr_t>(static_cast<const float*>(l.data[op]) + offset[op]) % 64);
     if (at % int64_t{sizeof(float)} != 0 || (line_offset >= 0 && at != line_offset))
       return false;
     line_offset = at;
-    in[op].data = data;
-    in[op].mask = -1;
     ++contiguous;
   }
   const auto result_offset = static_cast<int64_t>(reinterpret_cast<uintptr_t>(to) % 64);
   if (contiguous < 2 || line_offset <= 0 || line_offset == result_offset) return false;
+  RowFloats in[kNumOperands];
+  for (int op = 0; op < kNumOperands; ++op) {
+    if (!uses[op]) continue;
+    if (l.stride[op][inner] == 0) {
+      // converted as the blocks convert it; a double (never the operand of a float body)
+      // gives no copies
+      OperandBlock<float> block;
+      const float* copies = block.load(l.data[op], l.element[op], offset[op], 0, 16);
+      if (copies == nullptr) return false;
+      std::copy(copies, copies + 16, in[op].copies);
+    } else {
+      in[op].data = static_cast<const float*>(l.data[op]) + offset[op];
+      in[op].mask = -1;
+    }
+  }
   const int64_t head = (64 - line_offset) / int64_t{sizeof(float)};
   const auto compute = [&](auto exact) {
     constexpr bool kExact = decltype(exact)::value;
-    value_lanes16<V, kExact>(
-        reinterpret_cast<const typename V::L0*>(in[0].data),
-        reinterpret_cast<const typename V::L1*>(in[1].data),
-        reinterpret_cast<const typename V::L2*>(in[2].data),
-        reinterpret_cast<const typename V::L3*>(in[3].data),
-        reinterpret_cast<const typename V::L4*>(in[4].data), to, head, p);
+    plain_lanes16<V, kExact>(in, 0, to, head, p);
     for (RowFloats& operand : in)
       if (operand.mask != 0) operand.data += head;
     shifted_steps<V, kExact>(in, to + head, n - head, p);
