@@ -600,6 +600,130 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
     compute(std::false_type{});
   return true;
 }
+
+// One operand of a lined row, read a whole 64-byte line at a time: each step loads the next
+// line once and takes its 16 lanes from two lines with one permute, so no load spans two
+// lines. The lines at the operand's ends are read through masks, so no element outside it is
+// read.
+class LineLanes {
+ public:
+  LineLanes() = default;
+  LineLanes(const LineLanes&) = delete;
+  LineLanes& operator=(const LineLanes&) = delete;
+
+  // n contiguous floats from `from` (on a float boundary).
+  void start(const float* from, int64_t n) {
+    const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(from) / sizeof(float) % 16);
+    line_ = from - shift;
+    end_ = n + shift;
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    index_ = _mm512_add_epi32(_mm512_set1_epi32(shift), lanes);
+    current_ = _mm512_maskz_load_ps(in_bounds(0) & static_cast<__mmask16>(0xffffu << shift),
+                                    line_);
+  }
+
+  // Lanes [i, i + 16) of the operand, i a multiple of 16, the steps in order. kWhole: the
+  // next line lies inside the operand; else only its lanes inside it are read.
+  template <bool kWhole>
+  __m512 next(int64_t i) {
+    const float* at = line_ + i + 16;
+    __m512 following = kWhole ? _mm512_load_ps(at) : _mm512_maskz_load_ps(in_bounds(i + 16), at);
+    asm("" : "+v"(following));  // a load of its own, as lanes_of's kPlain
+    const __m512 lanes = _mm512_permutex2var_ps(current_, index_, following);
+    current_ = following;
+    return lanes;
+  }
+
+ private:
+  // The lanes of the line at line_ + at (a multiple of 16) that hold elements of the operand.
+  __mmask16 in_bounds(int64_t at) const {
+    const int64_t inside = std::clamp<int64_t>(end_ - at, 0, 16);
+    return static_cast<__mmask16>((uint32_t{1} << inside) - 1);
+  }
+
+  const float* line_ = nullptr;  // the line holding the operand's first element
+  int64_t end_ = 0;              // one past the operand's last element, counted from line_
+  __m512i index_{};              // lanes shift .. shift + 15 of (current_, the next line)
+  __m512 current_{};
+};
+
+// n results (n >= 16) of a lined row into `to` (on a 64-byte line), streamed: whole steps
+// while every operand's next line lies inside it, then the last steps with masked loads, the
+// last partial step written with ordinary stores.
+template <class V, bool kExact>
+__attribute__((noinline)) void lined_steps(LineLanes* in, float* to, int64_t n,
+                                           const typename V::Params& p) {
+  const auto value = [&](auto whole, int64_t i) {
+    constexpr bool kWhole = decltype(whole)::value;
+    const auto lanes = [&](auto uses, int op) {
+      floatx16 v = {};
+      if constexpr (decltype(uses)::value) {
+        const __m512 m = in[op].template next<kWhole>(i);
+        std::memcpy(&v, &m, sizeof v);
+      }
+      return v;
+    };
+    const floatx16 v = V::template value<kExact>(
+        lanes(std::bool_constant<V::kUses0>{}, 0), lanes(std::bool_constant<V::kUses1>{}, 1),
+        lanes(std::bool_constant<V::kUses2>{}, 2), lanes(std::bool_constant<V::kUses3>{}, 3),
+        lanes(std::bool_constant<V::kUses4>{}, 4), p);
+    return reinterpret_cast<const __m512&>(v);
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 16) _mm512_stream_ps(to + i, value(std::true_type{}, i));
+  for (; i < n; i += 16) {
+    const __m512 v = value(std::false_type{}, i);
+    if (i + 16 <= n) {
+      _mm512_stream_ps(to + i, v);
+    } else {
+      alignas(64) float tail[16];
+      _mm512_store_ps(tail, v);
+      std::copy(tail, tail + (n - i), to + i);
+    }
+  }
+}
+
+// A streamed row of n elements of a float body without exp or log (V::kStreams) whose
+// operands are all contiguous float32 (two or more), not all at the result's offset within a
+// line, with `to` on a line, and that shifted_row does not take (their offsets differ from
+// one another): lined_steps computes it in one pass, one permute per operand and step in
+// place of loads that span two lines. numpy's arrays served from glibc's heap sit at any
+// 16-byte offset: with grad_output, self, target and the result each 16 bytes past the one
+// before, MseLossBackward float32 full at 2^22 took 1.38-1.55x as long as on lines, and
+// 0.93-1.07x lined (docs/benchmarks.md, "Lined rows"). A row with an operand broadcast along
+// it (a 0-d grad_output) gained nothing lined, and bodies with exp or log lost more to the
+// permutes than to the split loads: both stay with the blocks. Returns false, writing
+// nothing, for any other row.
+template <class V>
+bool lined_row(const Layout& l, const int64_t* offset, int inner, float* to, int64_t n,
+               const typename V::Params& p) {
+  if constexpr (!V::kStreams) {
+    return false;
+  } else {
+    if (n < 64) return false;
+    const bool* uses = kUses<V>;
+    int contiguous = 0;
+    bool off_lines = false;
+    for (int op = 0; op < kNumOperands; ++op) {
+      if (!uses[op]) continue;
+      if (l.stride[op][inner] != 1 || l.element[op] != Element::kFloat32) return false;
+      const auto at =
+          reinterpret_cast<uintptr_t>(static_cast<const float*>(l.data[op]) + offset[op]);
+      if (at % sizeof(float) != 0) return false;
+      off_lines = off_lines || at % 64 != 0;
+      ++contiguous;
+    }
+    if (contiguous < 2 || !off_lines) return false;
+    LineLanes in[kNumOperands];
+    for (int op = 0; op < kNumOperands; ++op)
+      if (uses[op]) in[op].start(static_cast<const float*>(l.data[op]) + offset[op], n);
+    if (p.exact())
+      lined_steps<V, true>(in, to, n, p);
+    else
+      lined_steps<V, false>(in, to, n, p);
+    return true;
+  }
+}
 #endif
 
 // Elementwise plan: output elements [begin, end) of the row-major iteration space.
@@ -633,6 +757,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
                        int64_t{sizeof(Out)};
   int64_t first = lead == 0 ? kBlock : 64 / int64_t{sizeof(Out)} - lead;
   int64_t pos = begin;
+  bool row_decided = false;  // whether shifted_row and lined_row have seen this row
   while (pos < end) {
     const int64_t row = std::min(l.dim[inner] - idx[inner], end - pos);  // left of the row
     int64_t n = std::min(row, first);
@@ -646,12 +771,21 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     // and copied out.
     const bool direct = (kStreamsInLoop<V> || kStreamsFusedHalves<V>) && stream &&
                         reinterpret_cast<uintptr_t>(to) % 64 == 0;
-    // A row whose operands share an offset off the result's lines goes to shifted_row whole.
+    // A row whose operands share an offset off the result's lines goes to shifted_row whole,
+    // one whose operands sit at other offsets to lined_row. Both decide at the row's first
+    // direct block: the blocks after it (whole lines) keep every operand's offset within a
+    // line, so they would decide the same, and asked at every block of 1024 elements they
+    // cost time (BinaryCrossEntropyBackward float32 0-d at 2^22 on lines: 0.782-0.813
+    // against 0.756-0.767 ms before lined_row).
     bool shifted = false;
 #if defined(LOSSGRAD_VECTOR_LOG)
     if constexpr (kStreamsInLoop<V>) {
-      shifted = direct && shifted_row<V>(l, offset, inner, to, row, p);
-      if (shifted) n = row;
+      if (direct && !row_decided) {
+        row_decided = true;
+        shifted = shifted_row<V>(l, offset, inner, to, row, p) ||
+                  lined_row<V>(l, offset, inner, to, row, p);
+        if (shifted) n = row;
+      }
     }
 #endif
     Out* out = stream && !direct ? staged : to;
@@ -685,6 +819,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     if (stream && !direct) stream_copy(to, staged, n * int64_t{sizeof(Out)});
     pos += n;
     idx[inner] += n;
+    if (idx[inner] == l.dim[inner]) row_decided = false;
     for (int a = inner; a > 0 && idx[a] == l.dim[a]; --a) {
       idx[a] = 0;
       ++idx[a - 1];
