@@ -541,6 +541,14 @@ __attribute__((noinline)) void shifted_steps(const RowFloats* in, float* to, int
   std::copy(last + 16 - q, last + 16 + rest, to + i - q);
 }
 
+// Operand op of a row from `offset` on, where the row reads it as contiguous float32 on a
+// float boundary, as shifted and lined rows need it; nullptr where it does not.
+inline const float* contiguous_floats(const Layout& l, int op, const int64_t* offset, int inner) {
+  if (l.stride[op][inner] != 1 || l.element[op] != Element::kFloat32) return nullptr;
+  const float* at = static_cast<const float*>(l.data[op]) + offset[op];
+  return reinterpret_cast<uintptr_t>(at) % sizeof(float) == 0 ? at : nullptr;
+}
+
 // A streamed row of n elements of a float body whose contiguous operands (two or more) are
 // float32 and share one offset within a 64-byte line other than the result's (`to`, on a line
 // here), its other operands broadcast along the row: after a head of fewer than 16 elements
@@ -556,17 +564,16 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
                  const typename V::Params& p) {
   if (n < 64) return false;
   const bool* uses = kUses<V>;
-  // Whether the row is one: checked on every streamed block, so nothing is copied before.
+  // Whether the row is one, decided before anything is copied.
   int64_t line_offset = -1;  // bytes into a line where the contiguous operands start
   int contiguous = 0;
   for (int op = 0; op < kNumOperands; ++op) {
     if (!uses[op] || l.stride[op][inner] == 0) continue;
-    if (l.stride[op][inner] != 1 || l.element[op] != Element::kFloat32) return false;
-    const auto at = static_cast<int64_t>(
-        reinterpret_cast<uintptr_t>(static_cast<const float*>(l.data[op]) + offset[op]) % 64);
-    if (at % int64_t{sizeof(float)} != 0 || (line_offset >= 0 && at != line_offset))
-      return false;
-    line_offset = at;
+    const float* at = contiguous_floats(l, op, offset, inner);
+    if (at == nullptr) return false;
+    const auto at_line = static_cast<int64_t>(reinterpret_cast<uintptr_t>(at) % 64);
+    if (line_offset >= 0 && at_line != line_offset) return false;
+    line_offset = at_line;
     ++contiguous;
   }
   const auto result_offset = static_cast<int64_t>(reinterpret_cast<uintptr_t>(to) % 64);
@@ -706,11 +713,9 @@ bool lined_row(const Layout& l, const int64_t* offset, int inner, float* to, int
     bool off_lines = false;
     for (int op = 0; op < kNumOperands; ++op) {
       if (!uses[op]) continue;
-      if (l.stride[op][inner] != 1 || l.element[op] != Element::kFloat32) return false;
-      const auto at =
-          reinterpret_cast<uintptr_t>(static_cast<const float*>(l.data[op]) + offset[op]);
-      if (at % sizeof(float) != 0) return false;
-      off_lines = off_lines || at % 64 != 0;
+      const float* at = contiguous_floats(l, op, offset, inner);
+      if (at == nullptr) return false;
+      off_lines = off_lines || reinterpret_cast<uintptr_t>(at) % 64 != 0;
       ++contiguous;
     }
     if (contiguous < 2 || !off_lines) return false;
@@ -777,20 +782,20 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     // line, so they would decide the same, and asked at every block of 1024 elements they
     // cost time (BinaryCrossEntropyBackward float32 0-d at 2^22 on lines: 0.782-0.813
     // against 0.756-0.767 ms before lined_row).
-    bool shifted = false;
+    bool row_written = false;  // by shifted_row or lined_row, whole
 #if defined(LOSSGRAD_VECTOR_LOG)
     if constexpr (kStreamsInLoop<V>) {
       if (direct && !row_decided) {
         row_decided = true;
-        shifted = shifted_row<V>(l, offset, inner, to, row, p) ||
-                  lined_row<V>(l, offset, inner, to, row, p);
-        if (shifted) n = row;
+        row_written = shifted_row<V>(l, offset, inner, to, row, p) ||
+                      lined_row<V>(l, offset, inner, to, row, p);
+        if (row_written) n = row;
       }
     }
 #endif
     Out* out = stream && !direct ? staged : to;
-    if (shifted) {
-      // written by shifted_row
+    if (row_written) {
+      // nothing left of the row to compute
     } else if (fused) {
       if constexpr (kFusesHalves<V>) {
         for (int op = 0; op < kNumOperands; ++op)
