@@ -93,20 +93,42 @@ def streams(op: str, form: str = "0-d") -> int:
     return STREAMS[op] + (form == "full")
 
 
+# Thread t (the calling thread is 0) computes part t of the arrays; where `cpus` is given,
+# thread t >= 1 runs on cpus[t] (the caller is held on cpus[0] by on_its_cpus), as an ORT
+# runner's pool threads do, so that each part meets the same core, and its caches, every call.
+# `affinity`, where given, receives each thread's CPUs as a bit mask (the tests read it).
 TRIAD_SOURCE = r"""
+#include <pthread.h>
+#include <sched.h>
 #include <cstdint>
 #include <thread>
 #include <vector>
 extern "C" __attribute__((visibility("default")))
-void triad(float* a, const float* b, const float* c, float s, int64_t n, int threads) {
-  auto part = [=](int64_t begin, int64_t end) {
+void triad(float* a, const float* b, const float* c, float s, int64_t n, int threads,
+           const int* cpus, uint64_t* affinity) {
+  auto part = [=](int t, int64_t begin, int64_t end) {
+    if (cpus != nullptr && t > 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpus[t], &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    if (affinity != nullptr) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      pthread_getaffinity_np(pthread_self(), sizeof set, &set);
+      affinity[t] = 0;
+      for (int cpu = 0; cpu < 64; ++cpu)
+        if (CPU_ISSET(cpu, &set)) affinity[t] |= uint64_t{1} << cpu;
+    }
     for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
   };
   std::vector<std::thread> pool;
   const int64_t step = (n + threads - 1) / threads;
   for (int t = 1; t < threads; ++t)
-    pool.emplace_back(part, t * step < n ? t * step : n, (t + 1) * step < n ? (t + 1) * step : n);
-  part(0, step < n ? step : n);
+    pool.emplace_back(part, t, t * step < n ? t * step : n,
+                      (t + 1) * step < n ? (t + 1) * step : n);
+  part(0, 0, step < n ? step : n);
   for (auto& th : pool) th.join();
 }
 """
@@ -120,15 +142,21 @@ void triad(float* a, const float* b, const float* c, float s, int64_t n, int thr
 ALL_CPUS = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
 
 
+def thread_cpus(threads: int) -> list[int] | None:
+    """The CPU of each of a runner's threads, the calling thread's first, each its own: None
+    where this process has fewer CPUs than threads, or where the platform cannot pin."""
+    cpus = sorted(ALL_CPUS)
+    return cpus[:threads] if len(cpus) >= max(threads, 1) else None
+
+
 def ort_cpus(threads: int) -> tuple[frozenset[int], str | None]:
     """The CPU that holds an ORT runner's calling thread, and the affinities of its pool
-    threads (ORT numbers processors from 1), each on a CPU of its own: none where this process
-    has fewer CPUs than threads, or where the platform cannot pin."""
-    cpus = sorted(ALL_CPUS)
-    if len(cpus) < max(threads, 1):
+    threads (ORT numbers processors from 1), as thread_cpus places them."""
+    placed = thread_cpus(threads)
+    if placed is None:
         return ALL_CPUS, None
-    pool = ";".join(str(cpu + 1) for cpu in cpus[1:threads])
-    return frozenset(cpus[:1]), pool or None
+    pool = ";".join(str(cpu + 1) for cpu in placed[1:])
+    return frozenset(placed[:1]), pool or None
 
 
 def on_its_cpus(run: Callable[[], object]) -> None:
@@ -324,7 +352,13 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
     return lambda: torch.autograd.grad(loss, [wrt], grad_outputs=go, retain_graph=True)
 
 
-def triad_runner(n: int, threads: int):
+def triad_runner(n: int, threads: int, affinity: object = None):
+    """The triad on n floats with its threads placed as an ORT runner's (thread_cpus), so that
+    both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
+    thread's CPUs. Unpinned, its spawned threads took whichever CPU was free: on this VM, where
+    a second CPU sometimes brings an L3 of its own, the pinned kernels beside it kept their
+    halves cached from call to call and the triad did not (docs/benchmarks.md, "The second
+    CPU")."""
     import ctypes
 
     library = ctypes.CDLL(str(build_shared_library(TRIAD_SOURCE, "bench_triad")))
@@ -335,9 +369,18 @@ def triad_runner(n: int, threads: int):
         ctypes.c_float,
         ctypes.c_int64,
         ctypes.c_int,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_uint64),
     ]
+    placed = thread_cpus(threads)
+    cpus = (ctypes.c_int * threads)(*placed) if placed is not None else None
     a, b, c = (on_lines(np.ones(n, np.float32)) for _ in range(3))
-    return lambda: library.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads)
+
+    def run() -> None:
+        library.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads, cpus, affinity)
+
+    run.main_cpus = ort_cpus(threads)[0]  # type: ignore[attr-defined]
+    return run
 
 
 @dataclass
