@@ -93,43 +93,64 @@ def streams(op: str, form: str = "0-d") -> int:
     return STREAMS[op] + (form == "full")
 
 
-# Thread t (the calling thread is 0) computes part t of the arrays; where `cpus` is given,
-# thread t >= 1 runs on cpus[t] (the caller is held on cpus[0] by on_its_cpus), as an ORT
-# runner's pool threads do, so that each part meets the same core, and its caches, every call.
-# `affinity`, where given, receives each thread's CPUs as a bit mask (the tests read it).
+# Thread t (the calling thread is 0) computes part t of the arrays. Where `cpus` is given,
+# thread t >= 1 starts on cpus[t] (the caller is held on cpus[0] by on_its_cpus), as an ORT
+# runner's pool threads sit, so that each part meets the same core, and its caches, every
+# call; it is placed before it starts, since a thread created with the caller's one CPU waits
+# behind the caller until it moves. `affinity`, where given, receives each thread's CPUs as a
+# bit mask (the tests read it).
 TRIAD_SOURCE = r"""
 #include <pthread.h>
 #include <sched.h>
 #include <cstdint>
-#include <thread>
 #include <vector>
+namespace {
+struct Part {
+  float* a;
+  const float* b;
+  const float* c;
+  float s;
+  int64_t begin, end;
+  uint64_t* affinity;  // this thread's slot, or null
+};
+void* run_part(void* arg) {
+  const Part& p = *static_cast<const Part*>(arg);
+  if (p.affinity != nullptr) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    pthread_getaffinity_np(pthread_self(), sizeof set, &set);
+    *p.affinity = 0;
+    for (int cpu = 0; cpu < 64; ++cpu)
+      if (CPU_ISSET(cpu, &set)) *p.affinity |= uint64_t{1} << cpu;
+  }
+  for (int64_t i = p.begin; i < p.end; ++i) p.a[i] = p.b[i] + p.s * p.c[i];
+  return nullptr;
+}
+}  // namespace
 extern "C" __attribute__((visibility("default")))
 void triad(float* a, const float* b, const float* c, float s, int64_t n, int threads,
            const int* cpus, uint64_t* affinity) {
-  auto part = [=](int t, int64_t begin, int64_t end) {
-    if (cpus != nullptr && t > 0) {
+  const int64_t step = (n + threads - 1) / threads;
+  std::vector<Part> parts;
+  for (int t = 0; t < threads; ++t)
+    parts.push_back({a, b, c, s, t * step < n ? t * step : n,
+                     (t + 1) * step < n ? (t + 1) * step : n,
+                     affinity != nullptr ? affinity + t : nullptr});
+  std::vector<pthread_t> pool(threads);
+  for (int t = 1; t < threads; ++t) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (cpus != nullptr) {
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(cpus[t], &set);
-      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      pthread_attr_setaffinity_np(&attr, sizeof set, &set);
     }
-    if (affinity != nullptr) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      pthread_getaffinity_np(pthread_self(), sizeof set, &set);
-      affinity[t] = 0;
-      for (int cpu = 0; cpu < 64; ++cpu)
-        if (CPU_ISSET(cpu, &set)) affinity[t] |= uint64_t{1} << cpu;
-    }
-    for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
-  };
-  std::vector<std::thread> pool;
-  const int64_t step = (n + threads - 1) / threads;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back(part, t, t * step < n ? t * step : n,
-                      (t + 1) * step < n ? (t + 1) * step : n);
-  part(0, 0, step < n ? step : n);
-  for (auto& th : pool) th.join();
+    pthread_create(&pool[t], &attr, run_part, &parts[t]);
+    pthread_attr_destroy(&attr);
+  }
+  run_part(&parts[0]);
+  for (int t = 1; t < threads; ++t) pthread_join(pool[t], nullptr);
 }
 """
 
