@@ -14,7 +14,8 @@ array starts on a 64-byte line (on_lines), as ORT's arena, IREE and PyTorch plac
 of self's shape (three tensors read, one written, like autograd's unreduced loss). GB/s
 counts the bytes the operator must move (the tensors it reads and writes: KlDivBackward
 never reads self); "x triad" is that rate as a fraction of the triad a[i] = b[i] + s*c[i]
-(float32) measured beside it with the same compiler and thread count. Goals: at least 0.9 of
+(float32) measured beside it with the same compiler and thread count, its threads on the CPUs
+an ORT runner's take (thread_cpus). Goals: at least 0.9 of
 the triad at >= 2^22 (0.8 for KlDivTargetBackward), faster than PyTorch, at least as fast as
 IREE; and per call at 16 elements at most 1.2x an ORT Mul of the same size. Each goal not
 met is listed with its reason, taken from the run itself: a runner's cost per element in
