@@ -377,9 +377,9 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
 def triad_runner(n: int, threads: int, affinity: object = None):
     """The triad on n floats with its threads placed as an ORT runner's (thread_cpus), so that
     both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
-    thread's CPUs. Unpinned, its spawned threads took whichever CPU was free: on this VM, where
-    a second CPU sometimes brings an L3 of its own, the pinned kernels beside it kept their
-    halves cached from call to call and the triad did not (docs/benchmarks.md, "The second
+    thread's CPUs. Unpinned, its second thread ran wherever a CPU was free, and while this VM's
+    second CPU brought an L3 of its own the pinned kernels beside it ran at 2^22 up to 3x
+    faster than it, which the unpinned triad never did (docs/benchmarks.md, "The second
     CPU")."""
     import ctypes
 

@@ -6,7 +6,7 @@
 On a virtual machine the host decides where the guest's CPUs run. bench_ort_native's 2-thread
 cells spread more from run to run than its 1-thread cells, for every runner alike; this shows
 why, where it happens: if the host's placement of the second CPU changes, the 2-thread speedup
-of the triad and of the kernel change together, for minutes at a time, while their 1-thread
+of the triad and of the kernel change together, for seconds to minutes, while their 1-thread
 times stay put. A speedup near 2 means the second CPU brings bandwidth of its own; near 1, that
 both threads share one CPU's. The runners are pinned as bench_ort_native pins them, and take
 turns as there (bursts of calls, the first not counted, a pause after each turn).
