@@ -379,7 +379,7 @@ def triad_runner(n: int, threads: int, affinity: object = None):
     both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
     thread's CPUs. Unpinned, its second thread ran wherever a CPU was free, and while this VM's
     second CPU brought an L3 of its own the pinned kernels beside it ran at 2^22 up to 3x
-    faster than it, which the unpinned triad never did (docs/benchmarks.md, "The second
+    faster than the triad, which stayed at memory speed (docs/benchmarks.md, "The second
     CPU")."""
     import ctypes
 
