@@ -567,11 +567,12 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
   // Whether the row is one, decided before anything is copied.
   int64_t line_offset = -1;  // bytes into a line where the contiguous operands start
   int contiguous = 0;
+  const float* from[kNumOperands] = {};  // where each contiguous operand's row starts
   for (int op = 0; op < kNumOperands; ++op) {
     if (!uses[op] || l.stride[op][inner] == 0) continue;
-    const float* at = contiguous_floats(l, op, offset, inner);
-    if (at == nullptr) return false;
-    const auto at_line = static_cast<int64_t>(reinterpret_cast<uintptr_t>(at) % 64);
+    from[op] = contiguous_floats(l, op, offset, inner);
+    if (from[op] == nullptr) return false;
+    const auto at_line = static_cast<int64_t>(reinterpret_cast<uintptr_t>(from[op]) % 64);
     if (line_offset >= 0 && at_line != line_offset) return false;
     line_offset = at_line;
     ++contiguous;
@@ -589,7 +590,7 @@ bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, i
       if (copies == nullptr) return false;
       std::copy(copies, copies + 16, in[op].copies);
     } else {
-      in[op].data = static_cast<const float*>(l.data[op]) + offset[op];
+      in[op].data = from[op];
       in[op].mask = -1;
     }
   }
@@ -711,17 +712,18 @@ bool lined_row(const Layout& l, const int64_t* offset, int inner, float* to, int
     const bool* uses = kUses<V>;
     int contiguous = 0;
     bool off_lines = false;
+    const float* from[kNumOperands] = {};  // where each operand's row starts
     for (int op = 0; op < kNumOperands; ++op) {
       if (!uses[op]) continue;
-      const float* at = contiguous_floats(l, op, offset, inner);
-      if (at == nullptr) return false;
-      off_lines = off_lines || reinterpret_cast<uintptr_t>(at) % 64 != 0;
+      from[op] = contiguous_floats(l, op, offset, inner);
+      if (from[op] == nullptr) return false;
+      off_lines = off_lines || reinterpret_cast<uintptr_t>(from[op]) % 64 != 0;
       ++contiguous;
     }
     if (contiguous < 2 || !off_lines) return false;
     LineLanes in[kNumOperands];
     for (int op = 0; op < kNumOperands; ++op)
-      if (uses[op]) in[op].start(static_cast<const float*>(l.data[op]) + offset[op], n);
+      if (uses[op]) in[op].start(from[op], n);
     if (p.exact())
       lined_steps<V, true>(in, to, n, p);
     else
