@@ -216,22 +216,35 @@ def best_times(
     runs alone (the others' turns evict them). A pause follows each turn: ORT's and the other
     runtimes' pool threads spin for a while after a call and would take the next runner's
     second core. Each turn starts with the calling thread on the runner's CPUs (on_its_cpus)."""
-    for run in runners.values():
-        on_its_cpus(run)
-        run()  # warm up (allocations, page faults, lazy initialisation)
+    warm_up(runners)
     best = dict.fromkeys(runners, float("inf"))
     start = time.perf_counter()
     rounds = 0
     while rounds < min_rounds or (time.perf_counter() - start < budget and rounds < 200):
         for name, run in runners.items():
-            on_its_cpus(run)
-            run()
-            for _ in range(burst - 1):
-                t0 = time.perf_counter()
-                run()
-                best[name] = min(best[name], time.perf_counter() - t0)
-            time.sleep(pause)
+            best[name] = min(best[name], turn(run, burst, pause))
         rounds += 1
+    return best
+
+
+def warm_up(runners: dict[str, Callable[[], object]]) -> None:
+    """One call of each runner on its CPUs: allocations, page faults, lazy initialisation."""
+    for run in runners.values():
+        on_its_cpus(run)
+        run()
+
+
+def turn(run: Callable[[], object], burst: int, pause: float) -> float:
+    """One runner's turn, as best_times takes it: on its CPUs, a burst of calls whose first is
+    not counted, then a pause. Returns the fastest counted call's seconds."""
+    on_its_cpus(run)
+    run()
+    best = float("inf")
+    for _ in range(burst - 1):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    time.sleep(pause)
     return best
 
 

@@ -28,10 +28,11 @@ from benchmarks.bench_ort_native import (
     FORMS,
     OPS,
     make_inputs,
-    on_its_cpus,
     ort_runner,
     single_node_model,
     triad_runner,
+    turn,
+    warm_up,
 )
 from lossgrad_compiler import spec
 
@@ -56,24 +57,12 @@ def sample(
     runs: dict[str, Callable[[], object]], seconds: float, burst: int = 3, pause: float = 0.02
 ) -> list[tuple[float, dict[str, float]]]:
     """(seconds since the start, each runner's best call in its turn) for each round."""
-    for run in runs.values():
-        on_its_cpus(run)
-        run()
+    warm_up(runs)
     rounds = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         at = time.perf_counter() - start
-        best = {}
-        for name, run in runs.items():
-            on_its_cpus(run)
-            run()
-            best[name] = float("inf")
-            for _ in range(burst - 1):
-                t0 = time.perf_counter()
-                run()
-                best[name] = min(best[name], time.perf_counter() - t0)
-            time.sleep(pause)
-        rounds.append((at, best))
+        rounds.append((at, {name: turn(run, burst, pause) for name, run in runs.items()}))
     return rounds
 
 
