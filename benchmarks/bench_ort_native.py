@@ -46,6 +46,7 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import core_probe
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.build_cache import cache_root
@@ -208,6 +209,7 @@ def best_times(
     min_rounds: int = 3,
     burst: int = 3,
     pause: float = 0.02,
+    each_round: Callable[[], object] | None = None,
 ) -> dict[str, float]:
     """Minimum seconds per call of each runner, the runners taking turns (round robin) for
     about `budget` seconds: on a shared machine the bandwidth drifts over seconds, and runners
@@ -215,12 +217,15 @@ def best_times(
     calls whose first is not counted, so that a runner's data are as warm in cache as when it
     runs alone (the others' turns evict them). A pause follows each turn: ORT's and the other
     runtimes' pool threads spin for a while after a call and would take the next runner's
-    second core. Each turn starts with the calling thread on the runner's CPUs (on_its_cpus)."""
+    second core. Each turn starts with the calling thread on the runner's CPUs (on_its_cpus).
+    `each_round`, if given, is called before each round."""
     warm_up(runners)
     best = dict.fromkeys(runners, float("inf"))
     start = time.perf_counter()
     rounds = 0
     while rounds < min_rounds or (time.perf_counter() - start < budget and rounds < 200):
+        if each_round is not None:
+            each_round()
         for name, run in runners.items():
             best[name] = min(best[name], turn(run, burst, pause))
         rounds += 1
@@ -431,6 +436,7 @@ class Cell:
     iree: float
     triad: float
     prebuilt: float = float("nan")
+    cpus: str = ""  # where the host had the two CPUs during the cell (core_probe), 2 threads
 
     @property
     def rate(self) -> float:
@@ -633,7 +639,8 @@ def measure_cell(
         runners["torch"] = torch_run
     if iree is not None:
         runners["iree"] = iree_runner(op, inputs, form, iree)
-    times = best_times(runners)
+    seen: set[str] = set()
+    times = best_times(runners, each_round=placement_probe(threads, seen))
     nan = float("nan")
     return Cell(
         op, log2n, type_name, form, threads,
@@ -643,7 +650,19 @@ def measure_cell(
         iree=times.get("iree", nan),
         triad=times["triad"],
         prebuilt=times.get("prebuilt", nan),
+        cpus="+".join(sorted(seen)),
     )  # fmt: skip
+
+
+def placement_probe(threads: int, seen: set[str]) -> Callable[[], None] | None:
+    """For 2 threads on two CPUs: a probe that adds where the host has the runners' two CPUs
+    now (core_probe.Placement.short) to `seen`. A cell's 2-thread times moved 1-2x with it on
+    the Zen 5 VM (docs/benchmarks.md, "Where the second CPU sits")."""
+    placed = thread_cpus(threads)
+    if threads != 2 or placed is None:
+        return None
+    lib = core_probe.library()
+    return lambda: seen.add(core_probe.placement(lib, (placed[0], placed[1])).short)
 
 
 def prebuilt_for_this_cpu() -> str:
@@ -678,7 +697,7 @@ def measure(
         f"{'op':{OP_WIDTH}} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} "
         f"{'function':>9} "
         f"{'torch':>8} {'iree':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} {'triad':>5} "
-        f"{'torch':>5} {'iree':>5}"
+        f"{'torch':>5} {'iree':>5} {'cpus':>9}"
     )
     if prebuilt is not None:
         header += f" {'prebuilt':>8} {'pre/jit':>7}"
@@ -709,7 +728,8 @@ def measure(
                     f"{cell.op:{OP_WIDTH}} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
                     f"{thr:>3} {cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
                     f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {cell.triad * 1e3:7.3f} "
-                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}"
+                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()} "
+                    f"{cell.cpus:>9}"
                     + (
                         f" {cell.prebuilt * 1e3:8.3f} {cell.prebuilt / cell.native:7.2f}"
                         if prebuilt is not None

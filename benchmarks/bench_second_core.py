@@ -10,6 +10,10 @@ of the triad and of the kernel change together, for seconds to minutes, while th
 times stay put. A speedup near 2 means the second CPU brings bandwidth of its own; near 1, that
 both threads share one CPU's. The runners are pinned as bench_ort_native pins them, and take
 turns as there (bursts of calls, the first not counted, a pause after each turn).
+
+Each round also asks benchmarks/core_probe.py where the host has put the two CPUs (SMT
+siblings of one core, cores of their own, or one hardware thread) and how long a cache line
+takes between them; the report gives each placement's speedups, round by round.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import core_probe
 from benchmarks.bench_ort_native import (
     FORMS,
     OPS,
@@ -34,6 +40,7 @@ from benchmarks.bench_ort_native import (
     turn,
     warm_up,
 )
+from benchmarks.core_probe import Placement
 from lossgrad_compiler import spec
 
 FAST = 1.5  # a 2-thread speedup from which the second CPU counts as bringing its own bandwidth
@@ -53,29 +60,65 @@ def runners(op: str, type_name: str, form: str, log2n: int) -> dict[str, Callabl
     }
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round: when it started, each runner's best call in its turn, and where the two
+    CPUs sat just before (None without the probe)."""
+
+    at: float
+    best: dict[str, float]
+    placement: Placement | None = None
+
+    def speedup(self, who: str) -> float:
+        return self.best[f"{who} 1"] / self.best[f"{who} 2"]
+
+
 def sample(
-    runs: dict[str, Callable[[], object]], seconds: float, burst: int = 3, pause: float = 0.02
-) -> list[tuple[float, dict[str, float]]]:
-    """(seconds since the start, each runner's best call in its turn) for each round."""
+    runs: dict[str, Callable[[], object]],
+    seconds: float,
+    burst: int = 3,
+    pause: float = 0.02,
+    probe: Callable[[], Placement] | None = None,
+) -> list[Round]:
+    """The rounds of turns taken for `seconds`, each after a probe of the CPUs' placement."""
     warm_up(runs)
     rounds = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         at = time.perf_counter() - start
-        rounds.append((at, {name: turn(run, burst, pause) for name, run in runs.items()}))
+        where = probe() if probe is not None else None
+        best = {name: turn(run, burst, pause) for name, run in runs.items()}
+        rounds.append(Round(at, best, where))
     return rounds
 
 
-def intervals(
-    rounds: list[tuple[float, dict[str, float]]], interval: float
-) -> list[dict[str, float]]:
+def intervals(rounds: list[Round], interval: float) -> list[dict[str, float]]:
     """Each interval's minimum time per runner."""
     out: dict[int, dict[str, float]] = {}
-    for at, best in rounds:
-        slot = out.setdefault(int(at // interval), dict.fromkeys(best, float("inf")))
-        for name, seconds in best.items():
+    for r in rounds:
+        slot = out.setdefault(int(r.at // interval), dict.fromkeys(r.best, float("inf")))
+        for name, seconds in r.best.items():
             slot[name] = min(slot[name], seconds)
     return [out[k] for k in sorted(out)]
+
+
+def by_placement(rounds: list[Round]) -> None:
+    """Round by round, the 2-thread speedups where the CPUs sat each way."""
+    kinds: dict[str, list[Round]] = {}
+    for r in rounds:
+        if r.placement is not None:
+            kinds.setdefault(r.placement.kind, []).append(r)
+    if not kinds:
+        return
+    print("by placement, round by round (median and range):")
+    for kind, group in sorted(kinds.items(), key=lambda k: -len(k[1])):
+        trips = np.array([r.placement.round_trip_ns for r in group if r.placement is not None])
+        parts = [f"{kind}: {len(group)} of {len(rounds)} rounds, line round trip "
+                 f"{np.median(trips):.0f} ns"]  # fmt: skip
+        for who in ("triad", "native"):
+            s = np.array([r.speedup(who) for r in group])
+            parts.append(f"{who} {np.median(s):.2f} ({s.min():.2f}-{s.max():.2f})")
+        print("  " + "; ".join(parts))
 
 
 def report(rows: list[dict[str, float]], interval: float) -> None:
@@ -114,8 +157,14 @@ def main() -> None:
         f"{args.op} {args.type} {args.form} and the triad, 2^{args.log2n} elements; "
         f"each figure the minimum over an interval of {args.interval:g} s"
     )
-    rounds = sample(runners(args.op, args.type, args.form, args.log2n), args.seconds)
+    lib = core_probe.library()
+    rounds = sample(
+        runners(args.op, args.type, args.form, args.log2n),
+        args.seconds,
+        probe=lambda: core_probe.placement(lib),
+    )
     report(intervals(rounds, args.interval), args.interval)
+    by_placement(rounds)
 
 
 if __name__ == "__main__":
