@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lossgrad_compiler.backends.ort.build import build_shared_library
 
 SHARED = 1.5  # a ratio from which the two CPUs count as sharing what the loop needs
-# A line's round trip from which two cores count as far apart. On the Zen 5 VM it took 86-125 ns
-# while a second thread brought memory-bound kernels 1.0-1.2x, and 577-632 ns in the windows
-# where it brought 1.5-2x (docs/benchmarks.md, "Where the second CPU sits").
+# A line's round trip from which two cores count as far apart. On the Zen 5 VM it took mostly
+# 86-125 ns while a second thread brought memory-bound kernels 1.0-1.2x, and 577-632 ns in the
+# windows where it brought 1.5-2x (docs/benchmarks.md, "Where the second CPU sits").
 FAR_NS = 300.0
 
 # Each thread t runs on cpus[t] (placed before it starts, the caller moved there and back);
@@ -224,7 +224,7 @@ def library() -> ctypes.CDLL:
 
 def loop_ratio(lib: ctypes.CDLL, cpus: tuple[int, int], ports: bool, repeats: int = 5) -> float:
     """The loop's best time on both CPUs at once over its best time on the first alone."""
-    iterations = 40_000 if ports else 200_000  # about 0.2 ms alone either way (4 GHz)
+    iterations = 40_000 if ports else 200_000  # 0.08 and 0.29 ms alone on the Zen 5 VM
     both = (ctypes.c_int * 2)(*cpus)
     alone = min(lib.loop_seconds(1, both, iterations, int(ports)) for _ in range(repeats))
     shared = min(lib.loop_seconds(2, both, iterations, int(ports)) for _ in range(repeats))
