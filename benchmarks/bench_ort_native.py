@@ -639,8 +639,9 @@ def measure_cell(
         runners["torch"] = torch_run
     if iree is not None:
         runners["iree"] = iree_runner(op, inputs, form, iree)
+    probe = two_cpu_probe(threads)
     seen: set[str] = set()
-    times = best_times(runners, each_round=placement_probe(threads, seen))
+    times = best_times(runners, each_round=probe and (lambda: seen.add(probe().short)))
     nan = float("nan")
     return Cell(
         op, log2n, type_name, form, threads,
@@ -654,15 +655,15 @@ def measure_cell(
     )  # fmt: skip
 
 
-def placement_probe(threads: int, seen: set[str]) -> Callable[[], None] | None:
-    """For 2 threads on two CPUs: a probe that adds where the host has the runners' two CPUs
-    now (core_probe.Placement.short) to `seen`. A cell's 2-thread times moved 1-2x with it on
-    the Zen 5 VM (docs/benchmarks.md, "Where the second CPU sits")."""
+def two_cpu_probe(threads: int) -> Callable[[], core_probe.Placement] | None:
+    """For 2 threads on two CPUs: a probe of where the host has the runners' two CPUs now. A
+    cell's 2-thread times moved 1-2x with it on the Zen 5 VM (docs/benchmarks.md, "Where the
+    second CPU sits")."""
     placed = thread_cpus(threads)
     if threads != 2 or placed is None:
         return None
     lib = core_probe.library()
-    return lambda: seen.add(core_probe.placement(lib, (placed[0], placed[1])).short)
+    return lambda: core_probe.placement(lib, (placed[0], placed[1]))
 
 
 def prebuilt_for_this_cpu() -> str:

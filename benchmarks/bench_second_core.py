@@ -12,8 +12,8 @@ both threads share one CPU's. The runners are pinned as bench_ort_native pins th
 turns as there (bursts of calls, the first not counted, a pause after each turn).
 
 Each round also asks benchmarks/core_probe.py where the host has put the two CPUs (SMT
-siblings of one core, cores of their own, or one hardware thread) and how long a cache line
-takes between them; the report gives each placement's speedups, round by round.
+siblings, cores near or far apart, or one hardware thread); the report gives each placement's
+speedups, round by round.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import core_probe
 from benchmarks.bench_ort_native import (
     FORMS,
     OPS,
@@ -38,6 +37,7 @@ from benchmarks.bench_ort_native import (
     single_node_model,
     triad_runner,
     turn,
+    two_cpu_probe,
     warm_up,
 )
 from benchmarks.core_probe import Placement
@@ -157,11 +157,8 @@ def main() -> None:
         f"{args.op} {args.type} {args.form} and the triad, 2^{args.log2n} elements; "
         f"each figure the minimum over an interval of {args.interval:g} s"
     )
-    lib = core_probe.library()
     rounds = sample(
-        runners(args.op, args.type, args.form, args.log2n),
-        args.seconds,
-        probe=lambda: core_probe.placement(lib),
+        runners(args.op, args.type, args.form, args.log2n), args.seconds, probe=two_cpu_probe(2)
     )
     report(intervals(rounds, args.interval), args.interval)
     by_placement(rounds)
