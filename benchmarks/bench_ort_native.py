@@ -475,6 +475,14 @@ class Cell:
     def goals(self) -> str:
         return " ".join(f"{verdict:>5}" for verdict in self.verdicts())
 
+    def to_json(self) -> str:
+        """One line: how a child hands a cell over, and how --save keeps it."""
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, line: str) -> Cell:
+        return cls(**json.loads(line))
+
 
 def in_cache_cost(cell: Cell, cells: list[Cell], runner: str) -> float | None:
     """Nanoseconds per element a runner (native, torch or iree) adds between 2^16 and 2^20
@@ -685,7 +693,7 @@ def measure_child(
     iree = iree_config(threads)
     for op, log2n, type_name, form in cases:
         cell = measure_cell(op, log2n, type_name, form, threads, iree, prebuilt)
-        print(json.dumps(dataclasses.asdict(cell)), flush=True)
+        print(cell.to_json(), flush=True)
 
 
 def measure(
@@ -725,7 +733,7 @@ def measure(
             for line in child.stdout:
                 if not line.startswith("{"):
                     continue  # a build notice or a library's chatter
-                cell = Cell(**json.loads(line))
+                cell = Cell.from_json(line)
                 cells.append(cell)
                 print(
                     f"{cell.op:{OP_WIDTH}} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
@@ -746,8 +754,8 @@ def measure(
 
 
 def save_cells(cells: list[Cell], path: Path) -> None:
-    """One JSON object a line, as the child hands them over; grid_runs.py reads several runs."""
-    path.write_text("".join(json.dumps(dataclasses.asdict(c)) + "\n" for c in cells))
+    """One cell a line (Cell.to_json); grid_runs.py reads several runs."""
+    path.write_text("".join(c.to_json() + "\n" for c in cells))
 
 
 def overhead(ops: list[str]) -> None:

@@ -88,16 +88,18 @@ void* run_slot(void* arg) {
   s.end = now();
   return nullptr;
 }
-void place(pthread_attr_t* attr, int cpu) {
+cpu_set_t one_cpu(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
+  return set;
+}
+void place(pthread_attr_t* attr, int cpu) {
+  const cpu_set_t set = one_cpu(cpu);
   pthread_attr_setaffinity_np(attr, sizeof set, &set);
 }
 void on_cpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
+  const cpu_set_t set = one_cpu(cpu);
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 struct alignas(64) Line {

@@ -17,7 +17,6 @@ that met a far placement in one run and not in another spreads by the host's doi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ Key = tuple[str, int, str, str, int]  # op, log2 n, type, form, threads
 
 def load(path: Path) -> list[Cell]:
     """The cells one run saved (one JSON object a line)."""
-    return [Cell(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [Cell.from_json(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 @dataclass
