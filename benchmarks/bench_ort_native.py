@@ -85,6 +85,7 @@ COMPUTE_BOUND = {"KlDivTargetBackward": ("float16", "bfloat16")}
 OP_WIDTH = max(len(op) for op in OPS)  # the table's first column
 TRIAD_GOAL_FROM = 22  # log2 n from which the triad goal applies
 IN_CACHE = (16, 20)  # log2 n of two sizes whose data stay in cache (<= 16 MiB of 32 MiB L3)
+CELL_SECONDS = 3.0  # the runners' turns per cell (best_times' budget)
 PREBUILT_GOAL = 1.10  # the prebuilt library's time over the JIT build's, at >= 2^22
 
 
@@ -102,8 +103,12 @@ def streams(op: str, form: str = "0-d") -> int:
 # runner's pool threads sit, so that each part meets the same core, and its caches, every
 # call; it is placed before it starts, since a thread created with the caller's one CPU waits
 # behind the caller until it moves. `affinity`, where given, receives each thread's CPUs as a
-# bit mask (the tests read it).
+# bit mask (the tests read it). With `stream`, a[] is written with non-temporal stores from its
+# first 64-byte line on, as the kernels write results past the cache (cxx/stream.h): an
+# ordinary store reads each line first, so the plain triad moves four arrays' bytes, the
+# streamed one three.
 TRIAD_SOURCE = r"""
+#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
 #include <cstdint>
@@ -116,7 +121,36 @@ struct Part {
   float s;
   int64_t begin, end;
   uint64_t* affinity;  // this thread's slot, or null
+  bool stream;
 };
+#if defined(__AVX512F__)
+constexpr int kStreamLanes = 16;
+#elif defined(__AVX__)
+constexpr int kStreamLanes = 8;
+#else
+constexpr int kStreamLanes = 0;  // no streaming stores: the streamed triad is the plain one
+#endif
+// a[i] = b[i] + s * c[i] from i on, streamed from a's first aligned vector; returns where the
+// plain loop takes over (the last partial vector).
+int64_t streamed_part(const Part& p, int64_t i) {
+#if defined(__AVX512F__) || defined(__AVX__)
+  for (; i < p.end && reinterpret_cast<uintptr_t>(p.a + i) % (4 * kStreamLanes) != 0; ++i)
+    p.a[i] = p.b[i] + p.s * p.c[i];
+  for (; i + kStreamLanes <= p.end; i += kStreamLanes) {
+#if defined(__AVX512F__)
+    _mm512_stream_ps(p.a + i, _mm512_add_ps(_mm512_loadu_ps(p.b + i),
+                                            _mm512_mul_ps(_mm512_set1_ps(p.s),
+                                                          _mm512_loadu_ps(p.c + i))));
+#else
+    _mm256_stream_ps(p.a + i, _mm256_add_ps(_mm256_loadu_ps(p.b + i),
+                                            _mm256_mul_ps(_mm256_set1_ps(p.s),
+                                                          _mm256_loadu_ps(p.c + i))));
+#endif
+  }
+  _mm_sfence();
+#endif
+  return i;
+}
 void* run_part(void* arg) {
   const Part& p = *static_cast<const Part*>(arg);
   if (p.affinity != nullptr) {
@@ -127,19 +161,20 @@ void* run_part(void* arg) {
     for (int cpu = 0; cpu < 64; ++cpu)
       if (CPU_ISSET(cpu, &set)) *p.affinity |= uint64_t{1} << cpu;
   }
-  for (int64_t i = p.begin; i < p.end; ++i) p.a[i] = p.b[i] + p.s * p.c[i];
+  const int64_t from = p.stream ? streamed_part(p, p.begin) : p.begin;
+  for (int64_t i = from; i < p.end; ++i) p.a[i] = p.b[i] + p.s * p.c[i];
   return nullptr;
 }
 }  // namespace
 extern "C" __attribute__((visibility("default")))
 void triad(float* a, const float* b, const float* c, float s, int64_t n, int threads,
-           const int* cpus, uint64_t* affinity) {
+           const int* cpus, uint64_t* affinity, int stream) {
   const int64_t step = (n + threads - 1) / threads;
   std::vector<Part> parts;
   for (int t = 0; t < threads; ++t)
     parts.push_back({a, b, c, s, t * step < n ? t * step : n,
                      (t + 1) * step < n ? (t + 1) * step : n,
-                     affinity != nullptr ? affinity + t : nullptr});
+                     affinity != nullptr ? affinity + t : nullptr, stream != 0});
   std::vector<pthread_t> pool(threads);
   for (int t = 1; t < threads; ++t) {
     pthread_attr_t attr;
@@ -156,6 +191,7 @@ void triad(float* a, const float* b, const float* c, float s, int64_t n, int thr
   run_part(&parts[0]);
   for (int t = 1; t < threads; ++t) pthread_join(pool[t], nullptr);
 }
+extern "C" __attribute__((visibility("default"))) int triad_streams() { return kStreamLanes > 0; }
 """
 
 
@@ -394,13 +430,8 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
     return lambda: torch.autograd.grad(loss, [wrt], grad_outputs=go, retain_graph=True)
 
 
-def triad_runner(n: int, threads: int, affinity: object = None):
-    """The triad on n floats with its threads placed as an ORT runner's (thread_cpus), so that
-    both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
-    thread's CPUs. Unpinned, its second thread ran wherever a CPU was free, and while this VM's
-    second CPU brought an L3 of its own the pinned kernels beside it ran at 2^22 up to 3x
-    faster than the triad, which stayed at memory speed (docs/benchmarks.md, "The second
-    CPU")."""
+def triad_library():
+    """The triad's library (TRIAD_SOURCE), built once and cached, with its argument types."""
     import ctypes
 
     library = ctypes.CDLL(str(build_shared_library(TRIAD_SOURCE, "bench_triad")))
@@ -413,13 +444,32 @@ def triad_runner(n: int, threads: int, affinity: object = None):
         ctypes.c_int,
         ctypes.POINTER(ctypes.c_int),
         ctypes.POINTER(ctypes.c_uint64),
+        ctypes.c_int,
     ]
+    library.triad_streams.restype = ctypes.c_int
+    return library
+
+
+def triad_runner(n: int, threads: int, affinity: object = None, streamed: bool = False):
+    """The triad on n floats with its threads placed as an ORT runner's (thread_cpus), so that
+    both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
+    thread's CPUs. Unpinned, its second thread ran wherever a CPU was free, and while this VM's
+    second CPU brought an L3 of its own the pinned kernels beside it ran at 2^22 up to 3x
+    faster than the triad, which stayed at memory speed (docs/benchmarks.md, "The second
+    CPU"). `streamed` writes a[] past the cache, as the kernels write large results; the
+    grid's triad is the plain one (benchmarks/bench_spread.py compares the two)."""
+    import ctypes
+
+    library = triad_library()
     placed = thread_cpus(threads)
     cpus = (ctypes.c_int * threads)(*placed) if placed is not None else None
     a, b, c = (on_lines(np.ones(n, np.float32)) for _ in range(3))
+    stream = int(streamed)
 
     def run() -> None:
-        library.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads, cpus, affinity)
+        library.triad(
+            a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads, cpus, affinity, stream
+        )
 
     run.main_cpus = ort_cpus(threads)[0]  # type: ignore[attr-defined]
     return run
@@ -630,9 +680,10 @@ def measure_cell(
     threads: int,
     iree: object,
     prebuilt: str | None = None,
+    seconds: float = CELL_SECONDS,
 ):
     """One cell: native, function path, PyTorch, IREE, the triad and, with `prebuilt`, that
-    library, taking turns."""
+    library, taking turns for about `seconds`."""
     n = 1 << log2n
     dtype = spec.float_type(type_name).dtype
     inputs = make_inputs(op, n, dtype, form=form)
@@ -651,7 +702,7 @@ def measure_cell(
         runners["iree"] = iree_runner(op, inputs, form, iree)
     probe = two_cpu_probe(threads)
     seen: set[str] = set()
-    times = best_times(runners, each_round=probe and (lambda: seen.add(probe().short)))
+    times = best_times(runners, seconds, each_round=probe and (lambda: seen.add(probe().short)))
     nan = float("nan")
     return Cell(
         op, log2n, type_name, form, threads,
@@ -687,12 +738,15 @@ def prebuilt_for_this_cpu() -> str:
 
 
 def measure_child(
-    cases: list[tuple[str, int, str, str]], threads: int, prebuilt: str | None = None
+    cases: list[tuple[str, int, str, str]],
+    threads: int,
+    prebuilt: str | None = None,
+    seconds: float = CELL_SECONDS,
 ) -> None:
     """Child process for one thread count: each cell's times as one JSON line, as measured."""
     iree = iree_config(threads)
     for op, log2n, type_name, form in cases:
-        cell = measure_cell(op, log2n, type_name, form, threads, iree, prebuilt)
+        cell = measure_cell(op, log2n, type_name, form, threads, iree, prebuilt, seconds)
         print(cell.to_json(), flush=True)
 
 
@@ -703,6 +757,7 @@ def measure(
     forms: list[str],
     threads: list[int],
     prebuilt: str | None = None,
+    seconds: float = CELL_SECONDS,
 ) -> list[Cell]:
     header = (
         f"{'op':{OP_WIDTH}} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} "
@@ -726,6 +781,7 @@ def measure(
             (o, n, t, f) for n in sizes for t in types for f in forms for o in ops
         ]  # fmt: skip
         command = [sys.executable, __file__, "--child", str(thr), json.dumps(cases)]
+        command += ["--seconds", str(seconds)]
         if prebuilt is not None:
             command += ["--prebuilt-library", prebuilt]
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
@@ -838,20 +894,27 @@ def main() -> None:
         action="store_true",
         help="also time the prebuilt library for this CPU, against the JIT build",
     )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=CELL_SECONDS,
+        help=f"seconds of turns per cell (default {CELL_SECONDS:g}); each runner's minimum over "
+        "more turns moves less from run to run",
+    )
     parser.add_argument("--prebuilt-library", help=argparse.SUPPRESS)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("cases", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         cases = [tuple(c) for c in json.loads(args.cases)]
-        measure_child(cases, args.child, args.prebuilt_library)  # type: ignore[arg-type]
+        measure_child(cases, args.child, args.prebuilt_library, args.seconds)  # type: ignore[arg-type]
         return
     quick = args.quick
     sizes = args.sizes or ([16, 20] if quick else [16, 20, 22, 24])
     types = args.types or (["float32"] if quick else ["float32", "float16", "bfloat16"])
     forms = args.forms or (["0-d"] if quick else list(FORMS))
     prebuilt = prebuilt_for_this_cpu() if args.prebuilt else None
-    cells = measure(args.ops, sizes, types, forms, args.threads, prebuilt)
+    cells = measure(args.ops, sizes, types, forms, args.threads, prebuilt, args.seconds)
     if args.save:
         save_cells(cells, args.save)
     if prebuilt is not None:
