@@ -104,7 +104,7 @@ def streams(op: str, form: str = "0-d") -> int:
 # call; it is placed before it starts, since a thread created with the caller's one CPU waits
 # behind the caller until it moves. `affinity`, where given, receives each thread's CPUs as a
 # bit mask (the tests read it). With `stream`, a[] is written with non-temporal stores from its
-# first 64-byte line on, as the kernels write results past the cache (cxx/stream.h): an
+# first aligned vector on, as the kernels write results past the cache (cxx/stream.h): an
 # ordinary store reads each line first, so the plain triad moves four arrays' bytes, the
 # streamed one three.
 TRIAD_SOURCE = r"""
