@@ -97,7 +97,8 @@ def measure(cells: list[str], log2n: int, threads: int, runs: int, budget: float
 
 
 def label(name: str) -> str:
-    """A column's short name: the triads as they are, a cell as op's first word, type, form."""
+    """A column's short name: the triads as they are, a cell as its operator's first six
+    letters (without Backward), type and form."""
     if name in TRIADS:
         return name
     op, type_name, form = name.split(":")
