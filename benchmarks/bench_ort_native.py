@@ -700,9 +700,7 @@ def measure_cell(
         runners["torch"] = torch_run
     if iree is not None:
         runners["iree"] = iree_runner(op, inputs, form, iree)
-    probe = two_cpu_probe(threads)
-    seen: set[str] = set()
-    times = best_times(runners, seconds, each_round=probe and (lambda: seen.add(probe().short)))
+    times, cpus = timed_turns(runners, seconds, threads)
     nan = float("nan")
     return Cell(
         op, log2n, type_name, form, threads,
@@ -712,7 +710,7 @@ def measure_cell(
         iree=times.get("iree", nan),
         triad=times["triad"],
         prebuilt=times.get("prebuilt", nan),
-        cpus="+".join(sorted(seen)),
+        cpus=cpus,
     )  # fmt: skip
 
 
@@ -725,6 +723,17 @@ def two_cpu_probe(threads: int) -> Callable[[], core_probe.Placement] | None:
         return None
     lib = core_probe.library()
     return lambda: core_probe.placement(lib, (placed[0], placed[1]))
+
+
+def timed_turns(
+    runners: dict[str, Callable[[], object]], seconds: float, threads: int
+) -> tuple[dict[str, float], str]:
+    """best_times for about `seconds`, and the placements of the two CPUs that its rounds met
+    (two_cpu_probe before each round; empty below 2 threads), as the grid's `cpus` column."""
+    probe = two_cpu_probe(threads)
+    seen: set[str] = set()
+    times = best_times(runners, seconds, each_round=probe and (lambda: seen.add(probe().short)))
+    return times, "+".join(sorted(seen))
 
 
 def prebuilt_for_this_cpu() -> str:

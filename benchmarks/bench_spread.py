@@ -29,13 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_ort_native import (
     FORMS,
     OPS,
-    best_times,
     make_inputs,
     ort_runner,
     single_node_model,
+    timed_turns,
     triad_library,
     triad_runner,
-    two_cpu_probe,
 )
 from benchmarks.bench_stream_threshold import WAYS
 from lossgrad_compiler import spec
@@ -58,8 +57,11 @@ class Run:
     cpus: str = ""
 
 
-def measure_child(cells: list[str], log2n: int, threads: int, budget: float) -> Run:
-    """The triads and the cells' native kernels, taking turns (best_times)."""
+def measure_child(
+    cells: list[str], log2n: int, threads: int, budget: float
+) -> tuple[dict[str, float], str]:
+    """The triads and the cells' native kernels, taking turns: each one's minimum seconds per
+    call, and the CPU placements met (timed_turns)."""
     n = 1 << log2n
     runners = {
         "triad": triad_runner(n, threads),
@@ -70,10 +72,7 @@ def measure_child(cells: list[str], log2n: int, threads: int, budget: float) -> 
         dtype = spec.float_type(type_name).dtype
         model = single_node_model(op, dtype, form)
         runners[cell] = ort_runner(model, make_inputs(op, n, dtype, form=form), threads, True)
-    probe = two_cpu_probe(threads)
-    seen: set[str] = set()
-    times = best_times(runners, budget, each_round=probe and (lambda: seen.add(probe().short)))
-    return Run("", times, "+".join(sorted(seen)))
+    return timed_turns(runners, budget, threads)
 
 
 def measure(cells: list[str], log2n: int, threads: int, runs: int, budget: float) -> list[Run]:
@@ -150,8 +149,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child is not None:
         cells, log2n, threads, budget = args.child
-        run = measure_child(json.loads(cells), int(log2n), int(threads), float(budget))
-        print(json.dumps({"times": run.times, "cpus": run.cpus}), flush=True)
+        times, cpus = measure_child(json.loads(cells), int(log2n), int(threads), float(budget))
+        print(json.dumps({"times": times, "cpus": cpus}), flush=True)
         return
     for cell in args.cells:
         if not is_cell(cell):
