@@ -7,10 +7,16 @@ its final write, then an existing TBuf, and only then a new TBuf. An instruction
 write the buffer it reads (full overlap is allowed for the elementwise API). Init-time
 temps (loop-invariant splats and scratch) each get their own TBuf.
 
+Each queue then gets the buffers its position allows: the double buffering it asks for
+while every queue of the position can have it, else one buffer each, since Ascend C allows
+at most 8 queue buffers per position (a kernel reading 5 tiles takes 5, not 10); a kernel
+that needs more than 8 queues at a position, or more than 64 buffers in all, is refused.
+
 The tile length is then the largest multiple of `tile_align` (256 bytes of f32, Compare's
 rule, which also satisfies DataCopy's 32 bytes) whose buffers fit the UB: every queue
-double-buffered, each buffer rounded up to 32 bytes, the fixed-size buffers, and the 8 KiB
-Select scratch when the kernel selects (dialects/ascendc/ub.py; docs/ascend-c.md, "Tiling").
+with its planned buffers, each buffer rounded up to 32 bytes, the fixed-size buffers, and
+the 8 KiB Select scratch when the kernel selects (dialects/ascendc/ub.py; docs/ascend-c.md,
+"Tiling").
 Options: `soc` (dialects/ascendc/soc.py) and `ub_bytes` to override its UB size.
 """
 
@@ -27,7 +33,13 @@ from xdsl.utils.exceptions import PassFailedException
 
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.dialects.ascendc.soc import soc
-from lossgrad_compiler.dialects.ascendc.ub import largest_tile, ub_layout
+from lossgrad_compiler.dialects.ascendc.ub import (
+    MAX_PIPE_BUFFERS,
+    MAX_QUEUE_BUFFERS_PER_POSITION,
+    largest_tile,
+    queue_buffers,
+    ub_layout,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,7 @@ class AscendcPlanBuffersPass(ModulePass):
         capacity = self.ub_bytes or target.ub_bytes
         for kernel in [k for k in op.walk() if isinstance(k, asc.KernelOp)]:
             place_temps(kernel)
+            plan_queue_buffers(kernel)
             choose_tile_length(kernel, capacity, target.select_scratch, target.name)
 
 
@@ -163,6 +176,32 @@ def _element(value: SSAValue) -> Attribute:
     t = value.type
     assert isinstance(t, asc.LocalTensorType | asc.QueueType | asc.CalcBufferType)
     return t.element_type
+
+
+# --------------------------------------------------------------------------- queue buffers
+
+
+def plan_queue_buffers(kernel: asc.KernelOp) -> None:
+    """Fit every position's queue buffers into its limit, and all buffers into the TPipe's."""
+    queues = [op for op in kernel.entry.ops if isinstance(op, asc.QueueOp)]
+    for position in asc.Position:
+        at = [q for q in queues if q.position.data is position]
+        for queue in at:
+            buffers = queue_buffers(queue.buffers.value.data, len(at))
+            if buffers == 0:
+                raise PassFailedException(
+                    f"ascendc-plan-buffers: kernel @{kernel.sym_name.data} needs {len(at)} "
+                    f"{position} queues, more than the {MAX_QUEUE_BUFFERS_PER_POSITION} queue "
+                    "buffers Ascend C allows at one position"
+                )
+            queue.buffers = IntegerAttr(buffers, i64)
+    tbufs = sum(isinstance(op, asc.TBufOp) for op in kernel.entry.ops)
+    total = tbufs + sum(q.buffers.value.data for q in queues)
+    if total > MAX_PIPE_BUFFERS:
+        raise PassFailedException(
+            f"ascendc-plan-buffers: kernel @{kernel.sym_name.data} needs {total} buffers, "
+            f"more than the {MAX_PIPE_BUFFERS} one TPipe holds"
+        )
 
 
 # --------------------------------------------------------------------------- tile length

@@ -1,9 +1,11 @@
 """How a kernel's buffers take the unified buffer (UB), and the largest tile that fits.
 
 InitBuffer rounds every buffer up to 32 bytes; a queue holds `buffers` tiles, a TBuf one
-tile or a fixed number of elements. `ascendc-plan-buffers` chooses the tile length with
-these rules, and the generated tiling function evaluates the same formula on the platform's
-UB size (docs/ascend-c.md, "Tiling").
+tile or a fixed number of elements. A TPipe holds at most 64 buffers, and at most 8 of them
+may be queue buffers of one position (VECIN or VECOUT), so a kernel with many inputs gives
+each input queue fewer buffers (`queue_buffers`). `ascendc-plan-buffers` plans with these
+rules, and the generated tiling function evaluates the same formula on the platform's UB
+size (docs/ascend-c.md, "Tiling").
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from lossgrad_compiler.dialects.ascendc.types import element_bits, tile_bytes
 from lossgrad_compiler.dialects.ascendc.vector import SelectOp, SelectsOp
 
 UB_ALIGN = 32  # InitBuffer rounds every buffer up to 32 bytes
+MAX_QUEUE_BUFFERS_PER_POSITION = 8  # TQue: queue buffers of one TPosition (A2/A3/950)
+MAX_PIPE_BUFFERS = 64  # InitBuffer: buffers of one TPipe, queues' and TBufs' together
 
 
 def align_up(value: int, multiple: int) -> int:
@@ -50,6 +54,14 @@ def ub_layout(kernel: KernelOp) -> UbLayout:
                 fixed += align_up(tile_bytes(op.element_type, op.elements.value.data), UB_ALIGN)
     selects = any(isinstance(op, SelectOp | SelectsOp) for op in kernel.walk())
     return UbLayout(tuple(per_tile), fixed, selects)
+
+
+def queue_buffers(wanted: int, queues: int) -> int:
+    """Buffers for each of `queues` queues of one position that want `wanted` each: as many
+    as wanted, up to an equal share of the position's limit (a second buffer for only some
+    inputs would take UB from the tile while the next tile's CopyIn still waits for the
+    others to be freed); 0 when even one buffer per queue exceeds the limit."""
+    return min(wanted, MAX_QUEUE_BUFFERS_PER_POSITION // queues) if queues else wanted
 
 
 def largest_tile(layout: UbLayout, budget: int, align: int) -> int:

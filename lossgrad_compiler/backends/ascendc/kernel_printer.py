@@ -26,7 +26,7 @@ TILING_FIELDS = (
     ("uint64_t", "bigCoreDataNum", "elements of each of the first bigCoreNum cores"),
     ("uint64_t", "smallCoreDataNum", "elements of every other core"),
     ("uint32_t", "bigCoreNum", "cores that take one more block"),
-    ("uint32_t", "tileLength", "elements per tile (fits the UB with double buffering)"),
+    ("uint32_t", "tileLength", "elements per tile (fits the UB with the planned queue buffers)"),
 )
 
 
