@@ -1,7 +1,8 @@
 """CANN's own Atlas A2 kernels for the three operators (docs/ascend-c.md, "CANN's kernels",
 which names the public sources): vector API calls per tile, how many of them are Casts, and
 the precision the arithmetic runs in. The static report (ascendc_report.py) sets the
-generated kernels beside these figures.
+generated kernels beside these figures. A module of that report, not a script of its own:
+run `.venv/bin/python benchmarks/ascendc_report.py`.
 
 Only one of CANN's kernels computes in half precision: the KlDivTargetBackward sample for
 float16. The operator contract computes float16 in float32 and rounds once, which costs

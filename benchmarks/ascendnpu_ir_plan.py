@@ -1,6 +1,8 @@
 """AscendNPU IR's plan for the kernels of the static report (ascendc_report.py): what
 bishengir-opt's HFusion and HIVM pipelines make of the same signature, and what the
-compiler's own tiling function gives for N elements, run on this CPU.
+compiler's own tiling function gives for N elements, run on this CPU. A module of that
+report, not a script of its own: `.venv/bin/python benchmarks/ascendc_report.py` prints its
+table where the extra `ascend` is installed.
 
 * HIVM vector ops: the `hivm.hir.v*` ops of the device kernel, each applied once to every
   element of a tile (the counterpart of the Ascend C kernel's vector instructions per tile);

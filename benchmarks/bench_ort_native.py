@@ -5,9 +5,9 @@ count, in one run, with the goals of each cell reported as met or not.
     .venv/bin/python benchmarks/bench_ort_native.py [--quick] [--plot docs/native_bandwidth.png]
 
 Each figure is the minimum over repeated runs, and the runners of a cell (native, function
-path, PyTorch, IREE and the triad) take turns, round robin, so that each meets the same
-machine: other jobs share it, and its bandwidth drifts over seconds (a triad measured alone,
-before the cells, was up to 1.5x faster than the same triad beside them). Each thread count
+path, PyTorch, IREE and the triad) take turns, round robin, for --seconds (3 by default), so
+that each meets the same machine: other jobs share it, and its bandwidth drifts over seconds
+(docs/benchmarks.md, "Native ORT kernels"). Each thread count
 runs in a child process, because IREE fixes its worker count when its device starts. Every
 array starts on a 64-byte line (on_lines), as ORT's arena, IREE and PyTorch place theirs. Forms:
 "0-d" is reduction mean with a 0-d grad_output; "full" is reduction none with a grad_output
@@ -46,7 +46,6 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import core_probe
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.build_cache import cache_root
@@ -84,7 +83,7 @@ TRIAD_GOAL = {op: 0.8 if op == "KlDivTargetBackward" else 0.9 for op in OPS}
 COMPUTE_BOUND = {"KlDivTargetBackward": ("float16", "bfloat16")}
 OP_WIDTH = max(len(op) for op in OPS)  # the table's first column
 TRIAD_GOAL_FROM = 22  # log2 n from which the triad goal applies
-IN_CACHE = (16, 20)  # log2 n of two sizes whose data stay in cache (<= 16 MiB of 32 MiB L3)
+IN_CACHE = (16, 20)  # log2 n of two sizes whose data stay in cache (at most 16 MiB)
 CELL_SECONDS = 3.0  # the runners' turns per cell (best_times' budget)
 PREBUILT_GOAL = 1.10  # the prebuilt library's time over the JIT build's, at >= 2^22
 
@@ -103,12 +102,8 @@ def streams(op: str, form: str = "0-d") -> int:
 # runner's pool threads sit, so that each part meets the same core, and its caches, every
 # call; it is placed before it starts, since a thread created with the caller's one CPU waits
 # behind the caller until it moves. `affinity`, where given, receives each thread's CPUs as a
-# bit mask (the tests read it). With `stream`, a[] is written with non-temporal stores from its
-# first aligned vector on, as the kernels write results past the cache (cxx/stream.h): an
-# ordinary store reads each line first, so the plain triad moves four arrays' bytes, the
-# streamed one three.
+# bit mask (the tests read it).
 TRIAD_SOURCE = r"""
-#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
 #include <cstdint>
@@ -121,36 +116,7 @@ struct Part {
   float s;
   int64_t begin, end;
   uint64_t* affinity;  // this thread's slot, or null
-  bool stream;
 };
-#if defined(__AVX512F__)
-constexpr int kStreamLanes = 16;
-#elif defined(__AVX__)
-constexpr int kStreamLanes = 8;
-#else
-constexpr int kStreamLanes = 0;  // no streaming stores: the streamed triad is the plain one
-#endif
-// a[i] = b[i] + s * c[i] from i on, streamed from a's first aligned vector; returns where the
-// plain loop takes over (the last partial vector).
-int64_t streamed_part(const Part& p, int64_t i) {
-#if defined(__AVX512F__) || defined(__AVX__)
-  for (; i < p.end && reinterpret_cast<uintptr_t>(p.a + i) % (4 * kStreamLanes) != 0; ++i)
-    p.a[i] = p.b[i] + p.s * p.c[i];
-  for (; i + kStreamLanes <= p.end; i += kStreamLanes) {
-#if defined(__AVX512F__)
-    _mm512_stream_ps(p.a + i, _mm512_add_ps(_mm512_loadu_ps(p.b + i),
-                                            _mm512_mul_ps(_mm512_set1_ps(p.s),
-                                                          _mm512_loadu_ps(p.c + i))));
-#else
-    _mm256_stream_ps(p.a + i, _mm256_add_ps(_mm256_loadu_ps(p.b + i),
-                                            _mm256_mul_ps(_mm256_set1_ps(p.s),
-                                                          _mm256_loadu_ps(p.c + i))));
-#endif
-  }
-  _mm_sfence();
-#endif
-  return i;
-}
 void* run_part(void* arg) {
   const Part& p = *static_cast<const Part*>(arg);
   if (p.affinity != nullptr) {
@@ -161,20 +127,19 @@ void* run_part(void* arg) {
     for (int cpu = 0; cpu < 64; ++cpu)
       if (CPU_ISSET(cpu, &set)) *p.affinity |= uint64_t{1} << cpu;
   }
-  const int64_t from = p.stream ? streamed_part(p, p.begin) : p.begin;
-  for (int64_t i = from; i < p.end; ++i) p.a[i] = p.b[i] + p.s * p.c[i];
+  for (int64_t i = p.begin; i < p.end; ++i) p.a[i] = p.b[i] + p.s * p.c[i];
   return nullptr;
 }
 }  // namespace
 extern "C" __attribute__((visibility("default")))
 void triad(float* a, const float* b, const float* c, float s, int64_t n, int threads,
-           const int* cpus, uint64_t* affinity, int stream) {
+           const int* cpus, uint64_t* affinity) {
   const int64_t step = (n + threads - 1) / threads;
   std::vector<Part> parts;
   for (int t = 0; t < threads; ++t)
     parts.push_back({a, b, c, s, t * step < n ? t * step : n,
                      (t + 1) * step < n ? (t + 1) * step : n,
-                     affinity != nullptr ? affinity + t : nullptr, stream != 0});
+                     affinity != nullptr ? affinity + t : nullptr});
   std::vector<pthread_t> pool(threads);
   for (int t = 1; t < threads; ++t) {
     pthread_attr_t attr;
@@ -191,15 +156,14 @@ void triad(float* a, const float* b, const float* c, float s, int64_t n, int thr
   run_part(&parts[0]);
   for (int t = 1; t < threads; ++t) pthread_join(pool[t], nullptr);
 }
-extern "C" __attribute__((visibility("default"))) int triad_streams() { return kStreamLanes > 0; }
 """
 
 
 # The CPUs this process may run on, and where an ORT runner's threads go. ORT pins none of its
 # intra-op pool threads unless told, and the benchmark holds several sessions (native, function
-# path, prebuilt), each with its own pool: on this 2-CPU machine a session's pool thread often
-# shared a CPU with the calling thread, and 2-thread times of one library in four sessions
-# alternated 1.0 / 2.3 ms; pinned as below, 1.07-1.37 ms (MseLossBackward float32, 2^22).
+# path, prebuilt), each with its own pool: unpinned, a session's pool thread can share a CPU
+# with the calling thread, and a 2-thread time then measures that sharing (docs/benchmarks.md,
+# "Native ORT kernels").
 ALL_CPUS = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
 
 
@@ -247,7 +211,6 @@ def best_times(
     min_rounds: int = 3,
     burst: int = 3,
     pause: float = 0.02,
-    each_round: Callable[[], object] | None = None,
 ) -> dict[str, float]:
     """Minimum seconds per call of each runner, the runners taking turns (round robin) for
     about `budget` seconds: on a shared machine the bandwidth drifts over seconds, and runners
@@ -255,15 +218,12 @@ def best_times(
     calls whose first is not counted, so that a runner's data are as warm in cache as when it
     runs alone (the others' turns evict them). A pause follows each turn: ORT's and the other
     runtimes' pool threads spin for a while after a call and would take the next runner's
-    second core. Each turn starts with the calling thread on the runner's CPUs (on_its_cpus).
-    `each_round`, if given, is called before each round."""
+    second core. Each turn starts with the calling thread on the runner's CPUs (on_its_cpus)."""
     warm_up(runners)
     best = dict.fromkeys(runners, float("inf"))
     start = time.perf_counter()
     rounds = 0
     while rounds < min_rounds or (time.perf_counter() - start < budget and rounds < 200):
-        if each_round is not None:
-            each_round()
         for name, run in runners.items():
             best[name] = min(best[name], turn(run, burst, pause))
         rounds += 1
@@ -299,7 +259,7 @@ def on_lines(array: np.ndarray, offset: int = 0) -> np.ndarray:
     cell binds starts on a line, as ORT's arena places the tensors it allocates and as IREE's
     and PyTorch's buffers start: where numpy's allocator puts an array depends on what the
     process allocated and freed before, and a kernel whose operands sit off its result's
-    lines ran up to 1.5x slower (benchmarks/bench_operand_placement.py measures that)."""
+    lines runs slower (benchmarks/bench_operand_placement.py measures how much)."""
     raw = np.empty(array.nbytes + LINE + offset, np.uint8)
     start = (-raw.ctypes.data) % LINE + offset
     placed = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
@@ -430,8 +390,11 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
     return lambda: torch.autograd.grad(loss, [wrt], grad_outputs=go, retain_graph=True)
 
 
-def triad_library():
-    """The triad's library (TRIAD_SOURCE), built once and cached, with its argument types."""
+def triad_runner(n: int, threads: int, affinity: object = None):
+    """The triad on n floats with its threads placed as an ORT runner's (thread_cpus), so that
+    both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
+    thread's CPUs. Unpinned, its second thread would run wherever a CPU is free, and would
+    not meet the machine as the pinned kernels beside it do."""
     import ctypes
 
     library = ctypes.CDLL(str(build_shared_library(TRIAD_SOURCE, "bench_triad")))
@@ -444,32 +407,13 @@ def triad_library():
         ctypes.c_int,
         ctypes.POINTER(ctypes.c_int),
         ctypes.POINTER(ctypes.c_uint64),
-        ctypes.c_int,
     ]
-    library.triad_streams.restype = ctypes.c_int
-    return library
-
-
-def triad_runner(n: int, threads: int, affinity: object = None, streamed: bool = False):
-    """The triad on n floats with its threads placed as an ORT runner's (thread_cpus), so that
-    both meet the machine the same way; `affinity` (ctypes uint64 array) receives each
-    thread's CPUs. Unpinned, its second thread ran wherever a CPU was free, and while this VM's
-    second CPU brought an L3 of its own the pinned kernels beside it ran at 2^22 up to 3x
-    faster than the triad, which stayed at memory speed (docs/benchmarks.md, "The second
-    CPU"). `streamed` writes a[] past the cache, as the kernels write large results; the
-    grid's triad is the plain one (benchmarks/bench_spread.py compares the two)."""
-    import ctypes
-
-    library = triad_library()
     placed = thread_cpus(threads)
     cpus = (ctypes.c_int * threads)(*placed) if placed is not None else None
     a, b, c = (on_lines(np.ones(n, np.float32)) for _ in range(3))
-    stream = int(streamed)
 
     def run() -> None:
-        library.triad(
-            a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads, cpus, affinity, stream
-        )
+        library.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n, threads, cpus, affinity)
 
     run.main_cpus = ort_cpus(threads)[0]  # type: ignore[attr-defined]
     return run
@@ -488,7 +432,6 @@ class Cell:
     iree: float
     triad: float
     prebuilt: float = float("nan")
-    cpus: str = ""  # where the host had the two CPUs during the cell (core_probe), 2 threads
 
     @property
     def rate(self) -> float:
@@ -526,7 +469,7 @@ class Cell:
         return " ".join(f"{verdict:>5}" for verdict in self.verdicts())
 
     def to_json(self) -> str:
-        """One line: how a child hands a cell over, and how --save keeps it."""
+        """One line: how a child hands a cell over."""
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
@@ -700,7 +643,7 @@ def measure_cell(
         runners["torch"] = torch_run
     if iree is not None:
         runners["iree"] = iree_runner(op, inputs, form, iree)
-    times, cpus = timed_turns(runners, seconds, threads)
+    times = best_times(runners, seconds)
     nan = float("nan")
     return Cell(
         op, log2n, type_name, form, threads,
@@ -710,30 +653,7 @@ def measure_cell(
         iree=times.get("iree", nan),
         triad=times["triad"],
         prebuilt=times.get("prebuilt", nan),
-        cpus=cpus,
     )  # fmt: skip
-
-
-def two_cpu_probe(threads: int) -> Callable[[], core_probe.Placement] | None:
-    """For 2 threads on two CPUs: a probe of where the host has the runners' two CPUs now. A
-    cell's 2-thread times moved 1-2x with it on the Zen 5 VM (docs/benchmarks.md, "Where the
-    second CPU sits")."""
-    placed = thread_cpus(threads)
-    if threads != 2 or placed is None:
-        return None
-    lib = core_probe.library()
-    return lambda: core_probe.placement(lib, (placed[0], placed[1]))
-
-
-def timed_turns(
-    runners: dict[str, Callable[[], object]], seconds: float, threads: int
-) -> tuple[dict[str, float], str]:
-    """best_times for about `seconds`, and the placements of the two CPUs that its rounds met
-    (two_cpu_probe before each round; empty below 2 threads), as the grid's `cpus` column."""
-    probe = two_cpu_probe(threads)
-    seen: set[str] = set()
-    times = best_times(runners, seconds, each_round=probe and (lambda: seen.add(probe().short)))
-    return times, "+".join(sorted(seen))
 
 
 def prebuilt_for_this_cpu() -> str:
@@ -772,7 +692,7 @@ def measure(
         f"{'op':{OP_WIDTH}} {'n':>5} {'type':8} {'form':4} {'thr':>3} {'native':>8} "
         f"{'function':>9} "
         f"{'torch':>8} {'iree':>8} {'triad':>7} {'GB/s':>6} {'x triad':>7} {'triad':>5} "
-        f"{'torch':>5} {'iree':>5} {'cpus':>9}"
+        f"{'torch':>5} {'iree':>5}"
     )
     if prebuilt is not None:
         header += f" {'prebuilt':>8} {'pre/jit':>7}"
@@ -804,8 +724,7 @@ def measure(
                     f"{cell.op:{OP_WIDTH}} 2^{cell.log2n:<3} {cell.type_name:8} {cell.form:4} "
                     f"{thr:>3} {cell.native * 1e3:8.3f} {cell.function * 1e3:9.3f} "
                     f"{cell.torch * 1e3:8.3f} {cell.iree * 1e3:8.3f} {cell.triad * 1e3:7.3f} "
-                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()} "
-                    f"{cell.cpus:>9}"
+                    f"{cell.rate / 1e9:6.1f} {cell.rate / cell.triad_rate:7.2f} {cell.goals()}"
                     + (
                         f" {cell.prebuilt * 1e3:8.3f} {cell.prebuilt / cell.native:7.2f}"
                         if prebuilt is not None
@@ -816,11 +735,6 @@ def measure(
         if child.returncode != 0:
             raise SystemExit(f"the {thr}-thread measurement failed (exit {child.returncode})")
     return cells
-
-
-def save_cells(cells: list[Cell], path: Path) -> None:
-    """One cell a line (Cell.to_json); grid_runs.py reads several runs."""
-    path.write_text("".join(c.to_json() + "\n" for c in cells))
 
 
 def overhead(ops: list[str]) -> None:
@@ -896,9 +810,6 @@ def main() -> None:
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--plot", type=Path, help="write the GB/s picture here (matplotlib)")
     parser.add_argument(
-        "--save", type=Path, help="write the cells here, one JSON line each (grid_runs.py)"
-    )
-    parser.add_argument(
         "--prebuilt",
         action="store_true",
         help="also time the prebuilt library for this CPU, against the JIT build",
@@ -924,8 +835,6 @@ def main() -> None:
     forms = args.forms or (["0-d"] if quick else list(FORMS))
     prebuilt = prebuilt_for_this_cpu() if args.prebuilt else None
     cells = measure(args.ops, sizes, types, forms, args.threads, prebuilt, args.seconds)
-    if args.save:
-        save_cells(cells, args.save)
     if prebuilt is not None:
         report_prebuilt(cells)
     report_reasons(cells)

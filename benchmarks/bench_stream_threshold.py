@@ -13,8 +13,9 @@ a child process with $LOSSGRAD_ORT_STREAM_ABOVE set (0: every call streams; 2^62
 two ways taking turns for --rounds rounds; each figure is the minimum over the rounds of a
 child's minimum over --reps calls, at each of --threads (the threads pinned as
 bench_ort_native pins them). "moved" counts the bytes of the operands read and of the
-result. cxx/stream.h's threshold (calls moving more than half the last-level cache stream)
-comes from this table.
+result; "s/o" is the streamed time over the ordinary one (below 1: streaming pays).
+cxx/stream.h's threshold (calls moving more than half the last-level cache stream) comes
+from this table (docs/benchmarks.md, "Streaming threshold").
 """
 
 from __future__ import annotations

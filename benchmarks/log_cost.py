@@ -1,6 +1,6 @@
 """The float log of the native kernels (cxx/vmath.h) against IREE's math.log: accuracy and
-cost per element, on this machine. KlDivTargetBackward (log_target 0) is bound by its log,
-and IREE runs it faster; this shows what each log pays for.
+cost per element, on this machine. KlDivTargetBackward (log_target 0) is bound by its log in
+the half types; this shows what each log pays for.
 
     .venv/bin/python benchmarks/log_cost.py
 

@@ -66,7 +66,8 @@ class IreeTarget:
                 "--iree-hal-local-target-device-backends=llvm-cpu",
                 f"--iree-llvmcpu-target-cpu={self.cpu}",
                 # vector loops over dynamic sizes: an unmasked main loop and a masked tail,
-                # not a masked load and store on every iteration (about 2x faster here)
+                # not a masked load and store on every iteration (faster: docs/benchmarks.md,
+                # "The figures behind the kernels' choices")
                 "--iree-llvmcpu-vector-pproc-strategy=peel",
                 *common,
             )

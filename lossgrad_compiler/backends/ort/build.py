@@ -64,19 +64,17 @@ ENV_MARCH = "LOSSGRAD_ORT_MARCH"
 # may not speculate a division that could raise a flag); -fno-math-errno only drops errno
 # writes; -ffp-contract=off keeps a*b+c two roundings, as the level-2 IR and reference.py
 # compute. None changes a result; no -ffast-math. -mprefer-vector-width=512 lets g++ use
-# 512-bit vectors where -march has them (it keeps 256 by default). On this AVX-512 Zen 4, in
-# a loop of KlDivTargetBackward's body (in L1, g++ 12, -march=native): 0.57 ns per element
-# with it, 0.80 without; the fused float16 SmoothL1 loop 0.147 against 0.216. (Before the
-# spelled-out -march carried AVX-512, the flag had no effect here, and the gains once
-# credited to it were not its doing.) Without AVX-512 the flag changes nothing.
+# 512-bit vectors where -march has them (it keeps 256 by default): with AVX-512 and g++ 12 the
+# 16-lane loops run faster with it (docs/benchmarks.md, "The figures behind the kernels'
+# choices", has the figures). Without AVX-512 the flag changes nothing.
 # -fno-tree-sink keeps a call to the float log where the body has it: sunk into the branch of
 # a select that uses it (KlDivTargetBackward's `target == 0 ? 0 : ...`), the call would stop
 # the loop from being vectorised with the log's vector variant (cxx/vmath.h; without the flag
 # no loop calls it, tests/test_ort_vector_variants.py). -fno-thread-jumps keeps a call to the
 # float exp whose argument is a select (the sigmoid's exp(z > 0 ? -z : z)) one call: jump
 # threading copies it into both arms of the select, and the loop is then not vectorised
-# (SoftMarginLossBackward's body, g++ 12: 0.46 ns per element in L1 with the flag, scalar
-# calls at 5.4 without).
+# (SoftMarginLossBackward's body with g++ 12: scalar calls, an order of magnitude slower;
+# docs/benchmarks.md, "The figures behind the kernels' choices").
 OPTIMIZE_FLAGS: tuple[str, ...] = (
     "-O3",
     "-fno-trapping-math",

@@ -49,22 +49,15 @@ def streams_its_result(compute_ops: Iterable[Operation], out_type: str) -> bool:
     double. (A float body that the 16-lane loop runs, with AVX-512, streams whatever it
     computes: the loop stores its vectors past the cache itself, with no staging pass;
     cxx/iteration.h's kStreamsInLoop. The fused half path does the same with whole lines of
-    narrowed chunks, kStreamsFusedHalves.) On the project's Zen 4 VM (1 and 2 threads):
+    narrowed chunks, kStreamsFusedHalves.) As measured (docs/benchmarks.md, "The figures
+    behind the kernels' choices", has the figures):
     - bodies with exp or log are bound by their arithmetic: the read-for-ownership that
-      streaming saves costs them nothing and the staging pass costs time (at 2^22 streaming
-      made SoftMarginLossBackward, BinaryCrossEntropyWithLogitsBackward and
-      KlDivTargetBackward 4-9 % slower);
+      streaming saves costs them nothing and the staging pass costs time;
     - half-type results, which the fused path narrows in chunks, ran slower streamed at 2^24
-      (every tensor out of the cache) at 1 thread: the four 0-d cells of SmoothL1LossBackward
-      and KlDivBackward by 6-13 % with the staging pass, and 7 of 8 cells (both grad_output
-      forms) with each 32-byte chunk streamed without it (SmoothL1 float16 full 4.93 against
-      3.91 ms). With staging the full forms of KlDivBackward float16 were faster streamed (at
-      1 thread 2.3-2.8 against 3.1-3.3 ms), but at ordinary stores still at the triad's
-      speed. On a Zen 5 VM, whole 64-byte lines streamed from the fused path took 0.71-0.90
-      of the time of ordinary stores at 2^24 (docs/benchmarks.md, "Half-type results
-      streamed");
-    - the float32 bodies without them ran up to 2.2x faster streamed (KlDivBackward's, which
-      reads one tensor, 3.0-3.6 against 4.6-4.7 ms at 2^24)."""
+      (every tensor out of the cache) through the staging pass, and slower still with each
+      32-byte chunk streamed without it; whole 64-byte lines streamed from the fused path
+      (kStreamsFusedHalves) are faster than ordinary stores;
+    - the float32 bodies without them ran up to twice as fast streamed."""
     if out_type not in ("float", "double"):
         return False
     return not any(isinstance(op, (math.ExpOp, math.LogOp)) for op in compute_ops)

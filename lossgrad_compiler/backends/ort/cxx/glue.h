@@ -277,7 +277,8 @@ inline void run_chunk(void* job, size_t i) {
 
 constexpr int64_t kChunkElements = int64_t{1} << 15;  // per task: 32K iteration points
 // A streamed task ends with a store fence, which waits for its streamed lines to reach memory:
-// one every 32K elements made a C loop of MseLossBackward's float32 body 2-9 % slower at 2^22.
+// one every 32K elements made a C loop of MseLossBackward's float32 body slower at 2^22
+// (docs/benchmarks.md, "The figures behind the kernels' choices").
 // ORT hands each thread one run of consecutive tasks (KernelContext_ParallelFor's batches),
 // so larger tasks cost no balance.
 constexpr int64_t kStreamChunkElements = int64_t{1} << 18;

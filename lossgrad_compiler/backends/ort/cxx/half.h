@@ -137,7 +137,8 @@ inline void narrow_contiguous(const float* __restrict values, int64_t n, float16
 
 #if defined(__AVX2__)
 // narrow_to_bfloat16 on 16 floats per step: g++ vectorises the scalar form, but packs the
-// 32-bit lanes to 16 bits poorly (3x slower than this).
+// 32-bit lanes to 16 bits poorly (several times slower than this; docs/benchmarks.md, "The
+// figures behind the kernels' choices").
 inline void narrow_contiguous(const float* __restrict values, int64_t n, bfloat16* out) {
   const __m256i round_bias = _mm256_set1_epi32(0x7fff);
   const __m256i one = _mm256_set1_epi32(1);
@@ -284,11 +285,12 @@ inline void narrow_chunk(const float* __restrict values, T* out) {
 
 // Two chunks narrowed to `out` (64 bytes; with kStream on a 64-byte boundary, written with
 // one non-temporal store, a whole line). For bfloat16 with AVX512-BF16 both convert in one
-// instruction, with one subnormal test for the two: 0.77-0.80 of the time of two chunks
-// narrowed one by one, each with its own test (a C loop of SmoothL1LossBackward's body in L1).
+// instruction, with one subnormal test for the two: faster than two chunks narrowed one by
+// one, each with its own test (a C loop of SmoothL1LossBackward's body in L1).
 // float16 has no test to share: fused_half_chunks pairs its chunks only to stream them.
-// Always inlined: called as a function, the two chunks' values went through memory
-// (SmoothL1LossBackward bfloat16 0-d, 0.18 against 0.09 ns per element in L2).
+// Always inlined: called as a function, the two chunks' values went through memory, and
+// SmoothL1LossBackward bfloat16 0-d ran about half as fast (docs/benchmarks.md, "The figures
+// behind the kernels' choices").
 template <bool kStream = false, class T>
 __attribute__((always_inline)) inline void narrow_chunk_pair(const float* __restrict first,
                                                              const float* __restrict second,

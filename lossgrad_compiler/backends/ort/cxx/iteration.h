@@ -134,7 +134,7 @@ inline const T* padded_tail(const T* from, int64_t rest, float* chunk) {
 // written with a non-temporal store, and each operand is loaded by an instruction of its own:
 // left to itself, g++ folds a load into the masked multiply of a select (KlDivTargetBackward's
 // grad_output), and at 2^22 with a full grad_output that operand's misses were not hidden
-// (2.2-2.5 ms a call, float32, 1 thread, against 1.1-1.2 ms with plain loads).
+// (docs/benchmarks.md, "The figures behind the kernels' choices").
 template <class V, bool kExact, bool kStream = false>
 inline void value_lanes16(const typename V::L0* a, const typename V::L1* b,
                           const typename V::L2* c, const typename V::L3* d,
@@ -189,13 +189,14 @@ constexpr bool kRunsOn16Lanes =
 // never read: its loads are dead once value() is inlined. Each loop is a function of its
 // own: inlined side by side into one caller, g++'s partial redundancy elimination merged
 // the two loops' common exp call out of the select and left one of them unvectorised
-// (SoftMarginLossBackward with reduction=mean: 12x slower).
+// (SoftMarginLossBackward with reduction=mean, many times slower; docs/benchmarks.md, "The
+// figures behind the kernels' choices").
 //
 // A body printed over any lane type (kLanes16: float operands and float arithmetic only) runs
 // on 16 elements at a time where the vector log and exp exist (AVX-512), the last partial
 // step on zero-padded copies: the same operations in the same order on each lane, so the
 // same bits as one element at a time, with the variants inline rather than called per step
-// (SoftMarginLossBackward float32: 0.44 against 0.49 ns per element in L1).
+// (docs/benchmarks.md, "The figures behind the kernels' choices").
 template <class V, bool kExact, bool kStream, class R>
 __attribute__((noinline)) void value_loop(
     const typename V::L0* __restrict a, const typename V::L1* __restrict b,
@@ -312,8 +313,9 @@ inline void forget_unused(Layout& l) {
 // half type H and every operand the body reads is stored as H, contiguous or broadcast along
 // the inner axis, each chunk of kChunk elements is widened, computed and narrowed in vector
 // registers. The block path would write every operand and the values to an L1 buffer and
-// read them back, and those stores, not memory, bound it (2x slower for float16). The values
-// are the same: the same conversions and the same body, element by element.
+// read them back, and those stores, not memory, bound it (docs/benchmarks.md, "The figures
+// behind the kernels' choices"). The values are the same: the same conversions and the same
+// body, element by element.
 template <class V>
 constexpr bool kFusesHalves =
     std::is_same_v<typename V::Val, float> &&
@@ -361,9 +363,9 @@ struct HalfStream {
 };
 
 // kConstantGo: grad_output is broadcast along the row (a 0-d grad_output, the common case of
-// a reduced loss), so its chunk is widened once rather than in every step: KlDivBackward
-// float16 0-d cost 0.06 ns per element in cache converting it again each time, against
-// IREE's 0.05.
+// a reduced loss), so its chunk is widened once rather than in every step: converted again
+// each time, it cost KlDivBackward float16 0-d more in cache than IREE's whole kernel
+// (docs/benchmarks.md, "The figures behind the kernels' choices").
 template <class V, bool kExact, bool kStream, bool kConstantGo>
 __attribute__((noinline)) void fused_half_chunks(const HalfStream<typename V::Out>* in,
                                                  typename V::Out* out, int64_t n,
@@ -455,17 +457,16 @@ void fused_half_block(const HalfStream<typename V::Out>* in, typename V::Out* ou
 // Whether the 16-lane loop writes a streamed result itself, with non-temporal vector stores:
 // a float body and result. The staged path computes a block into an L1 buffer and then copies
 // it out, so a phase that only reads memory alternates with one that only writes it; stored
-// as they are computed, MseLossBackward float32 at 2^22 (full grad_output, 1 thread) took
-// 0.81-0.86 of the staged path's time in four A/B runs. The bodies with exp or log stream too
+// as they are computed, the same call takes less time. The bodies with exp or log stream too
 // when they run here: the staging pass was what made streaming cost them time
-// (docs/benchmarks.md, "Streamed from the 16-lane loop", has the figures).
+// (docs/benchmarks.md, "The figures behind the kernels' choices").
 template <class V>
 constexpr bool kStreamsInLoop =
     kRunsOn16Lanes<V, typename V::Out> && std::is_same_v<typename V::Out, typename V::Val>;
 
 // The same for the fused half path: with AVX-512 each pair of narrowed chunks, a whole 64-byte
-// line, leaves with one non-temporal store (docs/benchmarks.md, "Half-type results streamed",
-// has the figures).
+// line, leaves with one non-temporal store (docs/benchmarks.md, "The figures behind the
+// kernels' choices").
 template <class V>
 constexpr bool kStreamsFusedHalves =
 #if defined(__AVX512F__)
@@ -553,12 +554,12 @@ inline const float* contiguous_floats(const Layout& l, int op, const int64_t* of
 // float32 and share one offset within a 64-byte line other than the result's (`to`, on a line
 // here), its other operands broadcast along the row: after a head of fewer than 16 elements
 // that brings the operands to a line, shifted_steps computes the rest of the row. With the
-// result on the lines instead, every load of such an operand spans two lines:
-// MseLossBackward float32 at 2^22 with a full grad_output took 1.16-1.34x as long with its
-// result 16 to 1040 bytes off its operands' lines as on them (docs/benchmarks.md, "Operands
-// off the result's lines"). A row with one contiguous operand lost little to its split loads
-// (KlDivBackward float32 0-d: 0.99-1.03x) and ran 1.01-1.12x shifted, so it stays with the
-// blocks. Returns false, writing nothing, for any other row; the blocks compute it as before.
+// result on the lines instead, every load of such an operand spans two lines, and
+// MseLossBackward float32 with a full grad_output took markedly longer with its result off
+// its operands' lines than on them. A row with one contiguous operand lost little to its
+// split loads and gained nothing shifted, so it stays with the blocks (docs/benchmarks.md,
+// "The figures behind the kernels' choices"). Returns false, writing nothing, for any other
+// row; the blocks compute it as before.
 template <class V>
 bool shifted_row(const Layout& l, const int64_t* offset, int inner, float* to, int64_t n,
                  const typename V::Params& p) {
@@ -697,11 +698,11 @@ __attribute__((noinline)) void lined_steps(LineLanes* in, float* to, int64_t n,
 // one another): lined_steps computes it in one pass, one permute per operand and step in
 // place of loads that span two lines. numpy's arrays served from glibc's heap sit at any
 // 16-byte offset: with grad_output, self, target and the result each 16 bytes past the one
-// before, MseLossBackward float32 full at 2^22 took 1.38-1.55x as long as on lines, and
-// 0.93-1.07x lined (docs/benchmarks.md, "Lined rows"). A row with an operand broadcast along
-// it (a 0-d grad_output) gained nothing lined, and bodies with exp or log lost more to the
-// permutes than to the split loads: both stay with the blocks. Returns false, writing
-// nothing, for any other row.
+// before, MseLossBackward float32 full took markedly longer than on lines, and about as long
+// lined. A row with an operand broadcast along it (a 0-d grad_output) gained nothing lined,
+// and bodies with exp or log lost more to the permutes than to the split loads: both stay
+// with the blocks (docs/benchmarks.md, "The figures behind the kernels' choices"). Returns
+// false, writing nothing, for any other row.
 template <class V>
 bool lined_row(const Layout& l, const int64_t* offset, int inner, float* to, int64_t n,
                const typename V::Params& p) {
@@ -758,8 +759,8 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
   // The first block ends where the result reaches a 64-byte boundary, so that the blocks
   // after it (kBlock elements, whole lines) write whole lines, and read them from operands
   // placed like the result. numpy's arrays start 16 bytes into a line: a line split by every
-  // vector load and store made float32 cells at 2^24 up to 1.4x slower than the same data
-  // 64-byte aligned.
+  // vector load and store made float32 cells at 2^24 slower than the same data 64-byte
+  // aligned (docs/benchmarks.md, "The figures behind the kernels' choices").
   const int64_t lead = reinterpret_cast<uintptr_t>(static_cast<Out*>(l.out) + begin) % 64 /
                        int64_t{sizeof(Out)};
   int64_t first = lead == 0 ? kBlock : 64 / int64_t{sizeof(Out)} - lead;
@@ -782,8 +783,7 @@ void elementwise_range(const Layout& l, const typename V::Params& p, int64_t beg
     // one whose operands sit at other offsets to lined_row. Both decide at the row's first
     // direct block: the blocks after it (whole lines) keep every operand's offset within a
     // line, so they would decide the same, and asked at every block of 1024 elements they
-    // cost time (BinaryCrossEntropyBackward float32 0-d at 2^22 on lines: 0.782-0.813
-    // against 0.756-0.767 ms before lined_row).
+    // cost time (docs/benchmarks.md, "The figures behind the kernels' choices").
     bool row_written = false;  // by shifted_row or lined_row, whole
 #if defined(LOSSGRAD_VECTOR_LOG)
     if constexpr (kStreamsInLoop<V>) {

@@ -41,14 +41,13 @@ inline int64_t last_level_cache_bytes() {
 // Ordinary stores pay off while a call's operands and result stay in the cache until the
 // next node reads the result: the read for ownership and the write-back then cost nothing.
 // benchmarks/bench_stream_threshold.py times a call and a chain of two nodes both ways, with
-// the caches warm and flushed, at 1 and 2 threads. On a 32 MiB L3 shared with other cores
-// (streamed time over ordinary, chained): at 24 MiB moved 0.68-0.90, except bfloat16 at 2
-// threads (1.02 and 1.11); at 16 MiB 0.78-1.22 at 1 thread, and at 2 threads 0.80-1.18 with
-// the caches flushed and 1.19-1.63 with them warm; at 12 MiB 1.10-1.76, except 1 thread with
-// the caches flushed (0.86-0.99).
-// The threshold was 7/8 of the cache while the half types streamed through the staged block,
-// which lost 10-14 % at 24 MiB. benchmarks/bench_ort_native.py's float32 cells at 2^22, 48
-// and 64 MiB moved, ran 1.1-2.2x faster streamed at 1 and 2 threads.
+// the caches warm and flushed, at 1 and 2 threads: with an L3 shared with other cores,
+// streaming mostly won where a call moved 3/4 of the L3, and ordinary stores mostly won at
+// half of it and below, with 2 threads and the caches warm (docs/benchmarks.md, "Streaming
+// threshold", has the table). The threshold was 7/8 of the cache while the half types
+// streamed through the staged block, which lost time at 3/4; float32 calls moving more than
+// the cache run faster streamed (docs/benchmarks.md, "The figures behind the kernels'
+// choices").
 inline int64_t stream_above_bytes() {
   static const int64_t bytes = [] {
     if (const char* configured = std::getenv("LOSSGRAD_ORT_STREAM_ABOVE")) {

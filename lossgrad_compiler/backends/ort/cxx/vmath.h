@@ -115,9 +115,10 @@ inline __m512 fused(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b,
 
 // With FMA hardware: k ln2 + log1p(f) from reduce_for_log's f and k, with Cephes' log1p(f) =
 // f - f^2/2 + f^3 P(f), P of degree 8 evaluated by Estrin's scheme, every a*b+c one fused
-// multiply-add (std::fma: exactly rounded on every machine). No division: 16 % faster than
-// the form below in a loop of KlDivTargetBackward's body; largest error over every positive
-// float 0.827 ulp (the form below: 0.835).
+// multiply-add (std::fma: exactly rounded on every machine). No division: faster than the
+// form below in a loop of KlDivTargetBackward's body (docs/benchmarks.md, "The figures behind
+// the kernels' choices"); largest error over every positive float 0.827 ulp (the form below:
+// 0.835).
 template <class F>
 inline F log_from_reduction(F f, F kf) {
   using namespace log_coefficients;
@@ -189,8 +190,11 @@ inline __m512 log_fma16(__m512 x) {
 // above the range, +0 below it, and x + x (x quieted) for a NaN. Two compares and the fixupimm
 // replace the clamp's two instructions and the NaN test and add, and every one of the 2^32
 // inputs gives the clamped form's bits (checked once by hand; tests/test_ort_numerics.py
-// checks samples). SoftMarginLossBackward's body in L1 took 0.90-0.93 of its time
-// (docs/benchmarks.md, "The exp without its clamp", has the figures and the forms not kept).
+// checks samples). SoftMarginLossBackward's body in L1 runs faster than with the clamp
+// (docs/benchmarks.md, "The figures behind the kernels' choices"). Not kept: a branch to the
+// clamped form where a lane is out of range (faster while no lane leaves the range, slower
+// once a few lanes per vector do, as the -inf log of a zero probability does), and
+// AVX512-DQ's vrangeps clamp (a quiet NaN comes out as +104 or -104, other bits).
 inline __m512 exp_fma16(__m512 x) {
   using R = ExpReduction;
   const __mmask16 above_lowest = _mm512_cmp_ps_mask(x, _mm512_set1_ps(R::kLowest), _CMP_GE_OQ);
