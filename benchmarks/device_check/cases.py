@@ -1,0 +1,119 @@
+"""The benchmark set: every operator of the spec in float32 and bfloat16 at 2^16 to 2^24
+elements, with reduction mean and a 0-d grad_output (bench_ort_native's cells). Inputs are
+drawn from a seed on whichever machine needs them, so that no large array travels; a digest
+of them in the manifest shows that both machines drew the same ones."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lossgrad_compiler import spec
+
+SIZES = (16, 18, 20, 22, 24)
+"""log2 of the element counts of the device run."""
+TYPES = ("float32", "bfloat16")
+SEED = 0
+
+ATTRS: dict[str, dict[str, Any]] = {
+    "KlDivBackward": {"reduction": "mean", "log_target": 0},
+    "KlDivTargetBackward": {"reduction": "mean", "log_target": 0},
+    "SmoothL1LossBackward": {"reduction": "mean", "beta": 0.5},
+    "HuberLossBackward": {"reduction": "mean", "delta": 1.0},
+    "MseLossBackward": {"reduction": "mean"},
+    "SoftMarginLossBackward": {"reduction": "mean"},
+    "BinaryCrossEntropyBackward": {"reduction": "mean"},
+    "BinaryCrossEntropyWithLogitsBackward": {"reduction": "mean"},
+}
+"""The attributes of each operator's benchmark signature (bench_ort_native.ATTRS)."""
+
+Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
+
+
+def _normal(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.normal(0, 1, n), rng.normal(0, 1, n)
+
+
+def _positive_target(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.normal(0, 1, n), rng.uniform(0.05, 3.0, n)
+
+
+def _probabilities(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.uniform(0.01, 0.99, n), rng.uniform(0.0, 1.0, n)
+
+
+def _labels(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.normal(0, 1, n), rng.uniform(0.0, 1.0, n)
+
+
+def _signs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.normal(0, 1, n), np.where(rng.random(n) < 0.5, -1.0, 1.0)
+
+
+DOMAINS: dict[str, Draw] = {
+    "KlDivBackward": _normal,
+    "KlDivTargetBackward": _positive_target,  # ln t
+    "SmoothL1LossBackward": _normal,
+    "HuberLossBackward": _normal,
+    "MseLossBackward": _normal,
+    "SoftMarginLossBackward": _signs,
+    "BinaryCrossEntropyBackward": _probabilities,  # self a probability, target in [0, 1]
+    "BinaryCrossEntropyWithLogitsBackward": _labels,
+}
+"""(self, target) of each operator, drawn in its domain (bench_ort_native.make_inputs)."""
+
+
+@dataclass(frozen=True)
+class BenchmarkCase:
+    op: str
+    type_name: str
+    log2n: int
+    seed: int = SEED
+
+    @property
+    def name(self) -> str:
+        return f"{self.op} {self.type_name} 2^{self.log2n}"
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return dict(ATTRS[self.op])
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """grad_output (0-d, 1), self and target, in the operator's order."""
+        dtype = spec.float_type(self.type_name).dtype
+        x, t = DOMAINS[self.op](np.random.default_rng(self.seed), 1 << self.log2n)
+        return {
+            "grad_output": np.array(1.0, dtype),
+            "self": x.astype(dtype),
+            "target": t.astype(dtype),
+        }
+
+
+def benchmark_set(
+    sizes: tuple[int, ...] = SIZES, types: tuple[str, ...] = TYPES
+) -> list[BenchmarkCase]:
+    """Every operator of the spec × type × size, smallest sizes first. An operator without
+    an input domain here (a new one) stops the set, so that make test says what to add."""
+    missing = [op for op in spec.OPERATORS if op not in DOMAINS or op not in ATTRS]
+    if missing:
+        raise KeyError(f"the device check has no inputs for {missing}: add them to {__name__}")
+    return [
+        BenchmarkCase(op, type_name, log2n)
+        for log2n in sorted(sizes)
+        for type_name in types
+        for op in spec.OPERATORS
+    ]
+
+
+def digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """sha256 over the names, dtypes, shapes and bytes of the arrays, in order."""
+    h = hashlib.sha256()
+    for name, array in arrays.items():
+        a = np.require(array, requirements="C")  # ascontiguousarray makes 0-d 1-d
+        h.update(f"{name}:{a.dtype.name}:{a.shape}:".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
