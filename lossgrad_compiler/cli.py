@@ -124,7 +124,7 @@ def build_parser(entries: Sequence[Registered] | None = None) -> argparse.Argume
     )
     parser.add_argument(
         "--target",
-        choices=[e.name for e in entries],
+        choices=list(dict.fromkeys(e.name for e in entries)),
         default=DEFAULT_TARGET,
         help=f"what to compile for (default: {DEFAULT_TARGET}); see 'targets' below",
     )

@@ -22,6 +22,7 @@ from onnx.external_data_helper import load_external_data_for_tensor
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.frontend import ImportedModel, import_model
 from lossgrad_compiler.frontend.lowering import clear_lowering_cache, lower, lower_signatures
 from lossgrad_compiler.onnx.graphs import count_domain_nodes
@@ -30,11 +31,17 @@ from lossgrad_compiler.onnx.tensors import external_tensors
 from lossgrad_compiler.targets import (
     Artifact,
     Compilation,
+    Produces,
+    Registered,
+    Target,
     TargetOptionError,
+    TargetUnavailableError,
     UnknownTargetError,
-    get_target,
+    find,
     registered,
 )
+from lossgrad_compiler.targets.loading import one_line
+from lossgrad_compiler.targets.registry import OWN_DISTRIBUTION
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): phase is "import" or "rewrite"."""
@@ -152,11 +159,16 @@ def compile_model(
     registry knows (lossgrad_compiler.targets.target_names(): onnx, ort, ascendc, iree,
     ascendnpu-ir and those other packages register), with the target's `options` (onnx:
     `mode` "functions" or "inline"; ascendc and ascendnpu-ir: `soc`; iree: `backend`,
-    `arch`). Invalid nodes and an ai.lossgrad opset import of another version than 1 raise
-    LossGradError (naming the node); a file that is not ONNX, or not valid ONNX, an unknown
-    target or option raises CompileError."""
+    `arch`). Invalid nodes and an ai.lossgrad opset import outside 1..spec.OPSET_VERSION
+    raise LossGradError (naming the node); a file that is not ONNX, or not valid ONNX, an
+    unknown target or option, and a target of another package that fails or returns no
+    artifact raise CompileError; a target that cannot be loaded raises
+    TargetUnavailableError (the one-line reason, naming its package)."""
     try:
-        chosen = get_target(target)
+        entry = find(target)
+        if entry.target is None:
+            raise TargetUnavailableError(entry.problem)
+        chosen = entry.target
         values = chosen.resolve_options(options)
     except (UnknownTargetError, TargetOptionError) as err:
         raise CompileError(str(err)) from None
@@ -166,12 +178,7 @@ def compile_model(
     imported = _import(working, progress)
     lowered = lower(imported.signatures.values(), chosen.form)
     compilation = Compilation(working, imported, lowered.module, chosen.form, values, progress)
-    artifact = chosen.compile(compilation)
-    if artifact.produces is not chosen.produces:
-        raise CompileError(
-            f"target '{target}' declares that it produces a {chosen.produces.value}, "
-            f"its compile returned a {artifact.produces.value}"
-        )
+    artifact = _compiled(chosen, entry, compilation)
     report = CompileReport(
         target=target,
         options=values,
@@ -183,6 +190,37 @@ def compile_model(
         detail=artifact.detail,
     )
     return CompileResult(artifact, report)
+
+
+def _compiled(target: Target, entry: Registered, compilation: Compilation) -> Artifact:
+    """The target's artifact, checked. Another package's target runs its own code: what it
+    raises, other than the project's errors, becomes one CompileError naming the target and
+    its package (the built-in targets raise the project's typed errors as they are)."""
+    whose = f"target '{entry.name}'"
+    if entry.distribution != OWN_DISTRIBUTION:
+        whose += f" of package '{entry.distribution}'"
+        try:
+            artifact = target.compile(compilation)
+        except (LossGradError, CompileError, TargetUnavailableError):
+            raise
+        except Exception as err:  # a package's compile may raise anything
+            raise CompileError(f"{whose} failed: {one_line(err)}") from err
+    else:
+        artifact = target.compile(compilation)
+    if not isinstance(artifact, Artifact):
+        raise CompileError(
+            f"{whose}: its compile returned {type(artifact).__name__}, not an Artifact"
+        )
+    if artifact.produces is not target.produces:
+        raise CompileError(
+            f"{whose} declares that it produces a {target.produces.value}, "
+            f"its compile returned a {artifact.produces.value}"
+        )
+    if target.produces is Produces.MODEL and not isinstance(artifact.model, ModelProto):
+        raise CompileError(f"{whose}: its compile returned a model artifact without a model")
+    if target.produces is Produces.MODULE and not isinstance(artifact.data, bytes):
+        raise CompileError(f"{whose}: its compile returned a module artifact without its bytes")
+    return artifact
 
 
 def _import(model: ModelProto, progress: Progress | None) -> ImportedModel:

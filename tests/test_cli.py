@@ -625,3 +625,12 @@ def test_external_data_outside_the_model_folder_is_never_read(escape: str, tmp_p
     written = [p for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()]
     written.remove(secret)
     assert all(b"SECRET" not in p.read_bytes() for p in written)
+
+
+def test_the_flags_no_target_option_may_take_are_the_commands_own() -> None:
+    """targets.interface.COMMAND_FLAGS, which a target's declaration is checked against."""
+    from lossgrad_compiler.targets.interface import COMMAND_FLAGS
+
+    parser = cli.build_parser([])
+    own = {flag for action in parser._actions for flag in action.option_strings}
+    assert own == COMMAND_FLAGS

@@ -50,35 +50,50 @@ def prebuilt_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-def _cpu_level_from_proc() -> int:
-    """This CPU's x86-64 level from the kernel's flag list (an independent reading)."""
+def _features_from_proc() -> frozenset[str]:
+    """This CPU's prebuilt.FEATURES from the kernel's flag list (an independent reading)."""
     flags = set()
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("flags"):
             flags = set(line.split(":", 1)[1].split())
             break
-    v2 = {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
-    v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
-    v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
-    level = 1
-    for needed, number in ((v2, 2), (v3, 3), (v4, 4), ({"avx512_bf16"}, 5)):
+    needs = {
+        "x86-64-v2": {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"},
+        "x86-64-v3": {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"},
+        "x86-64-v4": {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
+    }
+    found = set()
+    for level, needed in needs.items():  # a level includes the ones below it
         if not needed <= flags:
             break
-        level = number
-    return level
+        found.add(level)
+    if "avx512_bf16" in flags:
+        found.add("avx512bf16")
+    return frozenset(found)
 
 
-def test_the_probe_names_this_cpus_level(prebuilt_dir: Path) -> None:
+def _runs(directory: Path, level: str) -> bool:
+    return prebuilt.LEVEL_FEATURES[level] <= prebuilt.cpu_features(directory)
+
+
+def test_the_probe_names_this_cpus_features(tmp_path: Path) -> None:
+    """Only the probe is built: the choice from its answer is tests/test_ort_cpu_level.py's."""
     if not Path("/proc/cpuinfo").is_file():
         pytest.skip("no /proc/cpuinfo to compare the probe with")
-    assert prebuilt.cpu_level(prebuilt_dir) == _cpu_level_from_proc()
+    try:
+        tools = toolchain()
+    except NativeUnavailableError as err:
+        pytest.skip(f"building the probe needs the toolchain: {err}")
+    (tmp_path / prebuilt.PROBE_NAME).write_bytes(prebuilt.build_probe(tools).read_bytes())
+    assert prebuilt.cpu_features(tmp_path) == _features_from_proc()
 
 
 def test_the_library_for_this_cpu_or_the_named_level(
     prebuilt_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(ENV_MARCH, raising=False)
-    level = prebuilt.LEVELS[min(prebuilt.cpu_level(prebuilt_dir), 5) - 2]
+    level = prebuilt.level_for(prebuilt.cpu_features(prebuilt_dir))
+    assert level is not None
     chosen = prebuilt.prebuilt_library(prebuilt_dir)
     assert chosen == prebuilt_dir / prebuilt.library_name(level)
     assert prebuilt.describe(chosen) == f"prebuilt for {level}"
@@ -138,7 +153,7 @@ def _float_log_or_exp_case(case) -> bool:
 def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
     """Where the CPU runs the level: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits
     on every standard case; -v2 too, except for the cases that compute a float log or exp."""
-    if prebuilt.cpu_level(prebuilt_dir) < prebuilt.LEVELS.index(level) + 2:
+    if not _runs(prebuilt_dir, level):
         pytest.skip(f"this CPU does not run {level}")
     jit = native_library()
     if "__FMA__" not in build_macros(toolchain().arch_flags):
@@ -167,7 +182,7 @@ def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
 def test_the_native_numerics_tests_pass_with_the_level(prebuilt_dir: Path, level: str) -> None:
     """tests/test_ort_native.py and the fused-halves tests, in a child pytest whose library
     is this level's (ort_native_support's LOSSGRAD_TEST_ORT_LIBRARY)."""
-    if prebuilt.cpu_level(prebuilt_dir) < prebuilt.LEVELS.index(level) + 2:
+    if not _runs(prebuilt_dir, level):
         pytest.skip(f"this CPU does not run {level}")
     library = prebuilt_dir / prebuilt.library_name(level)
     env = {**os.environ, ENV_LIBRARY: str(library)}

@@ -1,8 +1,10 @@
 """Kernels of the ai.lossgrad operators for onnx's ReferenceEvaluator, computing with
 lossgrad_compiler.reference (the numpy oracle of docs/operators.md).
 
-    ReferenceEvaluator(model, new_ops=reference_ops()).run(None, feeds)
+    run_reference(model, feeds)  # or reference_evaluator(model).run(None, feeds)
 
+Both check the model's ai.lossgrad opset imports as check_model and compile_model do;
+ReferenceEvaluator(model, new_ops=reference_ops()) by hand checks nothing.
 An invalid call raises the spec error (a ValueError, which the evaluator lets through
 unchanged), naming the node. bfloat16 values are ml_dtypes.bfloat16 arrays in onnx 1.23's
 evaluator, the same representation the reference uses, so nothing is converted."""
@@ -22,6 +24,7 @@ from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attributes_from_node
 from lossgrad_compiler.onnx.inference import input_name
 from lossgrad_compiler.onnx.node_errors import located
+from lossgrad_compiler.onnx.opsets import check_opset_imports
 
 
 class LossGradOpRun(OpRun):
@@ -60,7 +63,12 @@ def reference_evaluator(model: ModelProto) -> ReferenceEvaluator:
     onnx 1.23 builds the evaluators of a ModelProto's functions without `new_ops`, so an
     ai.lossgrad node inside a function body would be unknown there; the functions are
     therefore given as evaluators of their own, in model order (a function may call the
-    ones before it)."""
+    ones before it).
+
+    The model's ai.lossgrad imports are checked first by the rule check_model and the
+    compiler apply (opsets.check_opset_imports): onnx's evaluator would run a node whatever
+    version its scope imports."""
+    check_opset_imports(model)
     ops = reference_ops()
     if not model.functions:
         return ReferenceEvaluator(model, new_ops=ops)

@@ -138,8 +138,21 @@ def session_options(native: bool = True, **options: Any) -> ort.SessionOptions:
     if native:
         path = native_library()
         if path is not None:
-            so.register_custom_ops_library(path)
+            register_library(so, path)
     return so
+
+
+def register_library(so: ort.SessionOptions, path: str) -> None:
+    """Register the kernel library at `path`; a file gone since it was found (a cleaned
+    cache, an uninstalled package) is the project's NativeUnavailableError, not ORT's raw
+    "cannot open shared object file"."""
+    if not Path(path).is_file():
+        raise NativeUnavailableError(
+            f"the native ORT kernel library {path} ({describe(path)}) is missing: it was "
+            "removed after this process found it; start a new process to build or find it "
+            "again"
+        )
+    so.register_custom_ops_library(path)
 
 
 def session(

@@ -61,6 +61,14 @@ class TargetUnavailableError(RuntimeError):
     """A registered target whose implementation this installation lacks."""
 
 
+COMMAND_FLAGS = frozenset(
+    {"-h", "--help", "--version", "-o", "--output", "--target", "--fuse", "--fuse-only",
+     "--fuse-reassociate", "-q", "--quiet"}
+)  # fmt: skip
+"""lossgrad-compile's own flags, which no target option may take (tests/test_cli.py checks
+them against the parser)."""
+
+
 @dataclass(frozen=True)
 class Option:
     """One option of a target: the keyword of `compile_model`, the command-line flag (by

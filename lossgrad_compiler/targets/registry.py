@@ -5,7 +5,12 @@ Every target, the five built-in ones included, is an entry point of this group n
 `[project.entry-points."lossgrad_compiler.targets"]`). A package outside this repository
 adds a target by declaring one in its own metadata; nothing here changes. The group is
 read when a target is looked up, so a package installed into a running process (or a
-.dist-info put on sys.path) is seen."""
+.dist-info put on sys.path) is seen.
+
+A broken package costs only its own target (loading.py): the others load, and the broken
+one is listed with a one-line reason naming its package. A name is one package's: another
+package registering a built-in name is refused (the built-in target keeps it), and a name
+two other packages register is refused for both, each message naming both packages."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from lossgrad_compiler.targets.interface import Target, TargetUnavailableError
+from lossgrad_compiler.targets.loading import load
 
 ENTRY_POINT_GROUP = "lossgrad_compiler.targets"
 OWN_DISTRIBUTION = "lossgrad_compiler"
@@ -24,7 +30,7 @@ class UnknownTargetError(ValueError):
 
 @dataclass(frozen=True)
 class Registered:
-    """One entry point of the group: the target it names, or why it could not be loaded."""
+    """One entry point of the group: the target it names, or why it is not used."""
 
     name: str
     reference: str
@@ -33,21 +39,50 @@ class Registered:
     problem: str = ""
 
 
-def entry_points() -> list[metadata.EntryPoint]:
+@dataclass(frozen=True)
+class Candidate:
+    """An entry point and its package; `refusal` says why it is not used (its name is
+    another package's too), empty when it is."""
+
+    entry: metadata.EntryPoint
+    distribution: str
+    refusal: str = ""
+
+
+def candidates() -> list[Candidate]:
     """The group's entry points: this distribution's first (in pyproject.toml's order),
-    then the others by name. A name registered twice is an error (which one is meant?)."""
+    then the others by name, each name's duplicates refused."""
     found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     own = [e for e in found if _distribution(e) == OWN_DISTRIBUTION]
     others = sorted((e for e in found if _distribution(e) != OWN_DISTRIBUTION), key=_sort_key)
-    ordered: dict[str, metadata.EntryPoint] = {}
-    for entry in own + others:
-        if entry.name in ordered and ordered[entry.name].value != entry.value:
-            raise UnknownTargetError(
-                f"target '{entry.name}' is registered twice ({ordered[entry.name].value} by "
-                f"{_distribution(ordered[entry.name])}, {entry.value} by {_distribution(entry)})"
+    by_name: dict[str, list[metadata.EntryPoint]] = {}
+    for entry in own + others:  # importlib reads a distribution once, however often it is seen
+        by_name.setdefault(entry.name, []).append(entry)
+    result = []
+    for name, entries in by_name.items():
+        result += _resolved(name, entries)
+    return result
+
+
+def _resolved(name: str, entries: list[metadata.EntryPoint]) -> list[Candidate]:
+    """A name's registrations: one is used; a duplicate is refused, naming both packages."""
+    first, *rest = entries
+    if not rest:
+        return [Candidate(first, _distribution(first))]
+    if _distribution(first) == OWN_DISTRIBUTION:
+        return [Candidate(first, OWN_DISTRIBUTION)] + [
+            Candidate(
+                other,
+                _distribution(other),
+                f"target '{name}' of package '{_distribution(other)}' ({other.value}) is "
+                f"refused: '{name}' is a built-in target of package '{OWN_DISTRIBUTION}' "
+                f"({first.value})",
             )
-        ordered.setdefault(entry.name, entry)
-    return list(ordered.values())
+            for other in rest
+        ]
+    packages = " and ".join(f"package '{_distribution(e)}' ({e.value})" for e in entries)
+    refusal = f"target '{name}' is refused: {packages} register it; uninstall all but one"
+    return [Candidate(e, _distribution(e), refusal) for e in entries]
 
 
 def _distribution(entry: metadata.EntryPoint) -> str:
@@ -60,47 +95,49 @@ def _sort_key(entry: metadata.EntryPoint) -> tuple[str, str]:
 
 
 def target_names() -> list[str]:
-    return [e.name for e in entry_points()]
+    """Every registered name, once, in the registry's order."""
+    return list(dict.fromkeys(c.entry.name for c in candidates()))
 
 
 def registered() -> list[Registered]:
-    """Every registered target, loaded: what --help lists. A target whose module cannot be
-    imported is listed with the reason (it gives that reason when chosen)."""
-    result = []
-    for entry in entry_points():
-        try:
-            target = _load(entry)
-        except TargetUnavailableError as err:
-            result.append(Registered(entry.name, entry.value, _distribution(entry), None, str(err)))
-        else:
-            result.append(Registered(entry.name, entry.value, _distribution(entry), target))
+    """Every registered target, loaded: what --help lists. A target that cannot be loaded,
+    or whose name is refused, is listed with the one-line reason (it gives that reason when
+    chosen); a refusal two packages share is listed once."""
+    result: list[Registered] = []
+    for candidate in candidates():
+        entry = _registered(candidate)
+        if entry.problem and any(r.problem == entry.problem for r in result):
+            continue
+        result.append(entry)
     return result
+
+
+def find(name: str) -> Registered:
+    """The registration used for `name` (its target, or the problem that keeps it out);
+    UnknownTargetError naming the known ones."""
+    found = [c for c in candidates() if c.entry.name == name]
+    if not found:
+        known = ", ".join(target_names()) or f"none: no package registers '{ENTRY_POINT_GROUP}'"
+        raise UnknownTargetError(f"unknown target '{name}' (known targets: {known})")
+    used = [c for c in found if not c.refusal]
+    return _registered(used[0] if used else found[0])
 
 
 def get_target(name: str) -> Target:
     """The target registered as `name`: UnknownTargetError naming the known ones, or
-    TargetUnavailableError when its module cannot be imported."""
-    for entry in entry_points():
-        if entry.name == name:
-            return _load(entry)
-    known = ", ".join(target_names()) or f"none: no package registers '{ENTRY_POINT_GROUP}'"
-    raise UnknownTargetError(f"unknown target '{name}' (known targets: {known})")
+    TargetUnavailableError with the one-line reason it cannot be used."""
+    entry = find(name)
+    if entry.target is None:
+        raise TargetUnavailableError(entry.problem)
+    return entry.target
 
 
-def _load(entry: metadata.EntryPoint) -> Target:
+def _registered(candidate: Candidate) -> Registered:
+    entry, distribution = candidate.entry, candidate.distribution
+    if candidate.refusal:
+        return Registered(entry.name, entry.value, distribution, None, candidate.refusal)
     try:
-        found = entry.load()
-    except ImportError as err:
-        raise TargetUnavailableError(
-            f"target '{entry.name}' is unavailable in this installation ({err})"
-        ) from None
-    target = found() if isinstance(found, type) else found
-    if not isinstance(target, Target):
-        raise TargetUnavailableError(
-            f"target '{entry.name}': {entry.value} is not a lossgrad_compiler Target"
-        )
-    if target.name != entry.name:
-        raise TargetUnavailableError(
-            f"target '{entry.name}': {entry.value} calls itself '{target.name}'"
-        )
-    return target
+        target = load(entry, distribution)
+    except TargetUnavailableError as err:
+        return Registered(entry.name, entry.value, distribution, None, str(err))
+    return Registered(entry.name, entry.value, distribution, target)

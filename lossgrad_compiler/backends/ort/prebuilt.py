@@ -14,7 +14,11 @@ register_custom_ops_library takes each as it is.
 
 The choice: a small library built for baseline x86-64 asks libgcc's __builtin_cpu_supports,
 the check GCC's own function multiversioning dispatches on (it reads CPUID and, for AVX and
-AVX-512, whether the OS saves their registers), for the highest level this CPU runs."""
+AVX-512, whether the OS saves their registers), which of FEATURES this CPU has, and
+`level_for` (a pure function, tested with made-up feature sets) picks the highest level
+they cover. $LOSSGRAD_ORT_MARCH names a level instead; one this CPU cannot run is refused
+(its library would end the process with an illegal instruction) unless
+$LOSSGRAD_ORT_MARCH_FORCE=1 says to load it anyway."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import ctypes
 import dataclasses
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from functools import cache
 from pathlib import Path
 
@@ -42,8 +46,9 @@ from lossgrad_compiler.backends.ort.build import (
 
 # The x86-64 levels, and above v4 the AVX512-BF16 CPUs (Cooper Lake, Sapphire Rapids and
 # later, Zen 4 and later): cxx/half.h narrows bfloat16 with their one-instruction conversion,
-# and without it the bfloat16 cells of bench_ort_native.py took 1.09-1.23x the JIT build's
-# time on a Zen 4 (same bits either way). Each is built with these -march/-m flags.
+# and without it the bfloat16 cells of bench_ort_native.py run slower than the JIT build's
+# (same bits either way; docs/benchmarks.md, "The figures behind the kernels' choices", has
+# the figures). Each is built with these -march/-m flags.
 LEVEL_FLAGS: dict[str, tuple[str, ...]] = {
     "x86-64-v2": ("-march=x86-64-v2",),
     "x86-64-v3": ("-march=x86-64-v3",),
@@ -51,22 +56,32 @@ LEVEL_FLAGS: dict[str, tuple[str, ...]] = {
     "x86-64-v4-avx512bf16": ("-march=x86-64-v4", "-mavx512bf16"),
 }
 LEVELS = tuple(LEVEL_FLAGS)
+FEATURES = ("x86-64-v2", "x86-64-v3", "x86-64-v4", "avx512bf16")
+"""What the probe asks __builtin_cpu_supports, bit i of its answer for FEATURES[i]."""
+LEVEL_FEATURES: dict[str, frozenset[str]] = {
+    "x86-64-v2": frozenset({"x86-64-v2"}),
+    "x86-64-v3": frozenset({"x86-64-v2", "x86-64-v3"}),
+    "x86-64-v4": frozenset({"x86-64-v2", "x86-64-v3", "x86-64-v4"}),
+    "x86-64-v4-avx512bf16": frozenset({"x86-64-v2", "x86-64-v3", "x86-64-v4", "avx512bf16"}),
+}
+"""The features a CPU needs to run each level's library."""
+ENV_FORCE = "LOSSGRAD_ORT_MARCH_FORCE"
 PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"
 PREFIX = "liblossgrad_ort-prebuilt-"
 PROBE_NAME = "liblossgrad_cpu_level.so"
 MANIFEST = "manifest.json"
 
-PROBE_SOURCE = """\
-// Built for baseline x86-64, so that it loads on every x86-64 CPU.
-extern "C" __attribute__((visibility("default"))) int lossgrad_x86_64_level() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4"))
-    return __builtin_cpu_supports("avx512bf16") ? 5 : 4;
-  if (__builtin_cpu_supports("x86-64-v3")) return 3;
-  if (__builtin_cpu_supports("x86-64-v2")) return 2;
-  return 1;
-}
-"""
+PROBE_SOURCE = (
+    "// Built for baseline x86-64, so that it loads on every x86-64 CPU.\n"
+    'extern "C" __attribute__((visibility("default"))) unsigned lossgrad_cpu_features() {\n'
+    "  __builtin_cpu_init();\n"
+    "  unsigned found = 0;\n"
+    + "".join(
+        f'  if (__builtin_cpu_supports("{name}")) found |= 1u << {bit};\n'
+        for bit, name in enumerate(FEATURES)
+    )
+    + "  return found;\n}\n"
+)
 
 
 def library_name(level: str) -> str:
@@ -85,13 +100,12 @@ def build_prebuilt(
     their sizes and checksums; the files written."""
     destination.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
-    builds = [
-        (library_name(level), source, level_flags(level), OPTIMIZE_FLAGS) for level in levels
-    ]
-    builds.append((PROBE_NAME, PROBE_SOURCE, ("-march=x86-64",), ("-O2",)))
-    for name, text, arch, flags in builds:
-        level_tools = dataclasses.replace(tools, arch_flags=arch)
-        built = build_shared_library(text, name.removesuffix(".so"), flags, tools=level_tools)
+    builds = {
+        library_name(level): _build(library_name(level), source, level_flags(level), tools)
+        for level in levels
+    }
+    builds[PROBE_NAME] = build_probe(tools)
+    for name, built in builds.items():
         target = destination / name
         shutil.copyfile(built, target)
         target.chmod(0o755)
@@ -108,22 +122,49 @@ def build_prebuilt(
     return [*written.values(), destination / MANIFEST, destination / "BUILD_INFO"]
 
 
+def build_probe(tools: Toolchain) -> Path:
+    """The CPU probe, built (through the build cache) for baseline x86-64."""
+    return _build(PROBE_NAME, PROBE_SOURCE, ("-march=x86-64",), tools, ("-O2",))
+
+
+def _build(
+    name: str,
+    source: str,
+    arch: tuple[str, ...],
+    tools: Toolchain,
+    flags: tuple[str, ...] = OPTIMIZE_FLAGS,
+) -> Path:
+    arch_tools = dataclasses.replace(tools, arch_flags=arch)
+    return build_shared_library(source, name.removesuffix(".so"), flags, tools=arch_tools)
+
+
 def prebuilt_present(directory: Path = PREBUILT_DIR) -> bool:
     return (directory / MANIFEST).is_file()
 
 
+def level_for(features: Set[str]) -> str | None:
+    """The highest level whose features are all in `features` (None: below x86-64-v2)."""
+    runnable = [level for level in LEVELS if LEVEL_FEATURES[level] <= features]
+    return runnable[-1] if runnable else None
+
+
+def features_of(bits: int) -> frozenset[str]:
+    """The probe's answer as feature names."""
+    return frozenset(name for bit, name in enumerate(FEATURES) if bits >> bit & 1)
+
+
 @cache
-def cpu_level(directory: Path = PREBUILT_DIR) -> int:
-    """The highest x86-64 level this CPU runs (1: baseline only; 5: v4 with AVX512-BF16),
-    by the probe library."""
+def cpu_features(directory: Path = PREBUILT_DIR) -> frozenset[str]:
+    """Which of FEATURES this CPU has, by the probe library."""
     probe = ctypes.CDLL(str(directory / PROBE_NAME))
-    probe.lossgrad_x86_64_level.restype = ctypes.c_int
-    return int(probe.lossgrad_x86_64_level())
+    probe.lossgrad_cpu_features.restype = ctypes.c_uint
+    return features_of(int(probe.lossgrad_cpu_features()))
 
 
 def prebuilt_library(directory: Path = PREBUILT_DIR) -> Path:
     """The prebuilt library for this CPU, or the level that $LOSSGRAD_ORT_MARCH names (one
-    of LEVELS); NativeUnavailableError when there is none to use."""
+    of LEVELS, and one this CPU runs unless $LOSSGRAD_ORT_MARCH_FORCE=1);
+    NativeUnavailableError when there is none to use."""
     if not prebuilt_present(directory):
         raise NativeUnavailableError(
             "this installation has no prebuilt kernel library (the platform wheel for "
@@ -136,20 +177,43 @@ def prebuilt_library(directory: Path = PREBUILT_DIR) -> Path:
             "lossgrad_compiler"
         )
     requested = os.environ.get(ENV_MARCH)
-    if requested is not None:
-        if requested.strip() not in LEVELS:
+    if requested is None:
+        level = level_for(cpu_features(directory))
+        if level is None:
+            raise NativeUnavailableError(
+                "this CPU lacks x86-64-v2 (SSE4.2, POPCNT), the oldest level of the prebuilt "
+                "kernel libraries"
+            )
+    else:
+        level = requested.strip()
+        if level not in LEVELS:
             raise NativeUnavailableError(
                 f"${ENV_MARCH}={requested} needs a C++ compiler: the prebuilt kernel libraries "
                 f"are for {', '.join(LEVELS)}"
             )
-        return directory / library_name(requested.strip())
-    level = cpu_level(directory)
-    if level < 2:
+        if os.environ.get(ENV_FORCE, "") in ("", "0"):
+            _refuse_unrunnable(level, cpu_features(directory))
+    library = directory / library_name(level)
+    if not library.is_file():
         raise NativeUnavailableError(
-            "this CPU lacks x86-64-v2 (SSE4.2, POPCNT), the oldest level of the prebuilt "
-            "kernel libraries"
+            f"the prebuilt kernel library for {level} ({library.name}) is missing from "
+            f"{directory}; reinstall lossgrad_compiler"
         )
-    return directory / library_name(LEVELS[min(level, len(LEVELS) + 1) - 2])
+    return library
+
+
+def _refuse_unrunnable(level: str, features: frozenset[str]) -> None:
+    """NativeUnavailableError when this CPU lacks a feature `level` needs."""
+    missing = sorted(LEVEL_FEATURES[level] - features)
+    if not missing:
+        return
+    own = level_for(features) or "below x86-64-v2"
+    raise NativeUnavailableError(
+        f"${ENV_MARCH}={level} names a level this CPU cannot run (it lacks "
+        f"{', '.join(missing)}; its level is {own}), whose library would stop the process "
+        f"with an illegal instruction; unset ${ENV_MARCH} to use this CPU's level, or set "
+        f"${ENV_FORCE}=1 to load it anyway"
+    )
 
 
 def describe(library: Path | str) -> str:
