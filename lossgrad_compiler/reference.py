@@ -159,12 +159,13 @@ def _kl_div_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarr
 
 
 def _kl_div_target_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
-    """ge*(exp(t)*((t+1)-x)) with log_target; else ge*((ln t + 1)-x), selected to 0 at t == 0."""
+    """(ge*(t-x))*exp(t) + ge*exp(t) with log_target (PyTorch's order); else
+    ge*((ln t + 1)-x), selected to 0 at t == 0."""
     ge, x, t = v.ge, v.x, v.t
-    one = c(1)
     if attrs["log_target"]:
-        return ge * (np.exp(t) * ((t + one) - x))
-    v = ge * ((np.log(t) + one) - x)
+        e = np.exp(t)
+        return (ge * (t - x)) * e + ge * e
+    v = ge * ((np.log(t) + c(1)) - x)
     return np.where(t == c(0), c(0), v)
 
 
@@ -210,9 +211,15 @@ def sigmoid(z: np.ndarray, c: type) -> np.ndarray:
 
 
 def _soft_margin_loss_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
-    """mulf(mulf(t, g), subf(sigmoid(mulf(t, x)), 1)), then divided by n for mean."""
-    value = (v.t * v.go) * (sigmoid(v.t * v.x, c) - c(1))
-    return value if v.scale is None else value / v.scale
+    """-t*sigmoid(-t*x)*norm*g without cancelling: PyTorch's kernel, ((t*e)*(-norm))/(1+e)*g
+    with e = exp(-t*x), where t*x >= 0; where t*x < 0, ((t*1)*(-norm))/(1+e)*g with
+    e = exp(t*x), the same value without exp(-t*x), which overflows; -norm is -1 or -(1/n)."""
+    tx = v.t * v.x
+    below = tx < c(0)
+    e = np.exp(np.where(below, tx, -tx))
+    numerator = v.t * np.where(below, c(1), e)
+    scaled = -numerator if v.scale is None else numerator * -v.scale
+    return (scaled / (c(1) + e)) * v.go
 
 
 def _binary_cross_entropy_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:

@@ -318,7 +318,8 @@ POS_WEIGHT = _input(
 
 class Scaling(StrEnum):
     """Where the reduction scale enters an operator's formula (docs/level2.md): the order
-    PyTorch's own decomposition of the gradient computes in, which the formula keeps."""
+    PyTorch's own decomposition of the gradient computes in (SoftMarginLossBackward: its
+    eager kernel's, since the decomposition cancels), which the formula keeps."""
 
     GRAD_OUTPUT = "grad_output"
     """ge = grad_output * (1/n) first, then the formula on ge (the KL ops, SmoothL1)."""
@@ -432,7 +433,7 @@ KL_DIV_TARGET_BACKWARD = OperatorSpec(
     attributes=(_reduction(list(Reduction)), LOG_TARGET),
     doc=(
         "Gradient of kl_div with respect to target: ge*(ln(t)+1-x) (0 at t == 0), "
-        "or ge*exp(t)*(t+1-x) with log_target."
+        "or (ge*(t-x))*exp(t) + ge*exp(t) with log_target."
     ),
     aclnn="aclnnKlDivTargetBackward",
 )
@@ -480,11 +481,12 @@ SOFT_MARGIN_LOSS_BACKWARD = OperatorSpec(
     output="grad_input",
     differentiates="",
     attributes=(_reduction(list(_NONE_MEAN_SUM)),),
-    doc="Gradient of soft_margin_loss: (t*g)*(sigmoid(t*x)-1), divided by n for mean.",
+    doc="Gradient of soft_margin_loss: -t*sigmoid(-t*x)*g (times 1/n for mean), computed "
+    "without cancelling.",
     aclnn="aclnnSoftMarginLossBackward",
     inputs=(GRAD_OUTPUT_ENLARGES, SELF, TARGET),
     since_version=2,
-    scaling=Scaling.DIVISOR,
+    scaling=Scaling.RECIPROCAL,
 )
 BCE_EPSILON = 9.999999960041972e-13
 """The floor of x*(1-x) in BinaryCrossEntropyBackward: 1e-12 rounded to float32, as

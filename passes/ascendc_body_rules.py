@@ -273,7 +273,10 @@ class AscendcBodyRules(level2.ScalarOpDispatch[Value]):
         if isinstance(b, Scalar):  # tile * scalar: fold into the pending factor and offset
             t = self._tile(a, op)
             offset = None if t.offset is None else self.scalar_op(arith.MulfOp(t.offset, b.value))
-            return Tile(t.local, self._scalar_mul(t.factor, b.value), offset)
+            scaled = Tile(t.local, self._scalar_mul(t.factor, b.value), offset)
+            # a product read more than once (ge of (ge*(t-x))*exp(t) + ge*exp(t)) is applied
+            # once, here, rather than carried into every use and applied there again
+            return self.materialize(scaled) if op.results[0].has_more_than_one_use() else scaled
         ta, tb = self._tile(a, op), self._tile(b, op)
         if ta.offset is not None:
             ta = self.materialize(ta)

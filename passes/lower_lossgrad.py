@@ -80,14 +80,16 @@ def kl_div_backward(log_target: bool) -> Formula:
 
 
 def kl_div_target_backward(log_target: bool) -> Formula:
-    """ge * exp(t) * (t + 1 - x) with log_target; else ge * (ln(t) + 1 - x), 0 at t == 0."""
+    """addf(mulf(mulf(ge, t - x), exp(t)), mulf(ge, exp(t))) with log_target, PyTorch's
+    order (autograd's two terms, which its exporter writes too); else ge * (ln(t) + 1 - x),
+    0 at t == 0."""
 
     def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
         assert v.x is not None
-        one = b.constant(1.0, v.compute_type)
         if log_target:
             e = b.exp(v.t)
-            return b.mulf(v.ge, b.mulf(e, b.subf(b.addf(v.t, one), v.x)))
+            return b.addf(b.mulf(b.mulf(v.ge, b.subf(v.t, v.x)), e), b.mulf(v.ge, e))
+        one = b.constant(1.0, v.compute_type)
         value = b.mulf(v.ge, b.subf(b.addf(b.log(v.t), one), v.x))
         zero = b.constant(0.0, v.compute_type)
         return b.select(b.cmpf("oeq", v.t, zero), zero, value)
@@ -174,14 +176,22 @@ def _divide_by_n(b: ScalarBuilder, v: BodyValues, value: SSAValue) -> SSAValue:
 
 
 def soft_margin_loss_backward() -> Formula:
-    """mulf(mulf(t, g), subf(sigmoid(mulf(t, x)), 1)), divided by n for mean."""
+    """-t*sigmoid(-t*x)*norm*g without cancelling (not the decomposition's
+    t*g*(sigmoid(t*x) - 1)). Where t*x >= 0, PyTorch's kernel: divf(mulf(mulf(t, e), -norm),
+    1 + e) times g, e = exp(-(t*x)); where t*x < 0, the same with mulf(t, 1) over 1 + e,
+    e = exp(t*x): one exp of -|t*x|, which never overflows. -norm is -(1/n) for mean, else
+    a negf."""
 
     def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
         assert v.x is not None and v.go is not None
-        tg = b.mulf(v.t, v.go)
+        zero = b.constant(0.0, v.compute_type)
         one = b.constant(1.0, v.compute_type)
-        value = b.mulf(tg, b.subf(sigmoid(b, b.mulf(v.t, v.x), v.compute_type), one))
-        return _divide_by_n(b, v, value)
+        tx = b.mulf(v.t, v.x)
+        below = b.cmpf("olt", tx, zero)
+        e = b.exp(b.select(below, tx, b.negf(tx)))
+        numerator = b.mulf(v.t, b.select(below, one, e))
+        scaled = b.negf(numerator) if v.scale is None else b.mulf(numerator, b.negf(v.scale))
+        return b.mulf(b.divf(scaled, b.addf(one, e)), v.go)
 
     return body
 

@@ -66,7 +66,9 @@ def test_kl_div_target_backward_values() -> None:
     same(run(KLT, go, x, t, reduction="none"), [1.0, 3.0, 0.0, NAN, NAN])
     tl = [0.0, 1.0, -INF, 2.0, 0.0]
     e1, e2 = np.exp(1.0), np.exp(2.0)
-    expected = [2.0 * (1.0 * 0.5), 2.0 * (e1 * 1.5), NAN, 2.0 * (e2 * 2.5), NAN]
+    # PyTorch's order: (g*(t - x))*e^t + g*e^t
+    expected = [(2.0 * -0.5) * 1.0 + 2.0, (2.0 * 0.5) * e1 + 2.0 * e1, NAN]
+    expected += [(2.0 * 1.5) * e2 + 2.0 * e2, NAN]
     same(run(KLT, go, x, tl, reduction="none", log_target=1), expected)
 
 
@@ -195,9 +197,13 @@ def loop_nest(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any
             if d > delta:
                 return g * delta if s is None else (g * s) * delta
             return d * g if s is None else (d * s) * g
-        if op == SOFT:
-            v = (tv * g) * (sig(tv * xv) - one)
-        elif op == BCE:
+        if op == SOFT:  # -t*sigmoid(-t*x): PyTorch's kernel where t*x >= 0
+            tx = tv * xv
+            e = np.exp(tx) if tx < zero else np.exp(-tx)
+            numerator = tv * (one if tx < zero else e)
+            scaled = -numerator if s is None else numerator * (-s)
+            return (scaled / (one + e)) * g
+        if op == BCE:
             p = xv * (one - xv)
             v = (g * (xv - tv)) / (eps if p < eps else p)
         else:
@@ -218,7 +224,8 @@ def loop_nest(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any
             return -(ge * (np.exp(tv) if a["log_target"] else tv))
         if op == KLT:
             if a["log_target"]:
-                return ge * (np.exp(tv) * ((tv + one) - xv))
+                e = np.exp(tv)
+                return (ge * (tv - xv)) * e + ge * e
             v = ge * ((np.log(tv) + one) - xv)
             return zero if tv == zero else v
         if beta > zero:

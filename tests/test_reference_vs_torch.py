@@ -231,13 +231,24 @@ def test_deviation_half_per_step_in_random_data(op: str, half: np.dtype, log_tar
 
 def test_deviation_soft_margin_infinite_product() -> None:
     """t*self = -inf: torch's kernel gives -t*e/(1+e) with e = exp(inf), inf/inf = NaN; the
-    contract's sigmoid(-inf) = 0 gives t*g*(0 - 1). t*self = +inf agrees (e = 0)."""
+    contract computes from exp(t*self) = 0 and gives the limit -t*g. t*self = +inf agrees
+    (e = 0)."""
     soft = spec.SOFT_MARGIN_LOSS_BACKWARD.name
     x, t = [-INF, INF, 1.0], [0.5, 0.5, 0.5]
     ours, torch_value = _call(soft, [2.0, 2.0, 2.0], x, t, reduction="none")
     assert np.isnan(torch_value[0]) and ours[0] == -1.0
     assert ours[1] == torch_value[1] == 0.0
     np.testing.assert_allclose(ours[2], torch_value[2], rtol=1e-15)
+
+
+def test_deviation_soft_margin_overflowing_exp() -> None:
+    """Finite t*self in float32 where torch's exp(-t*self) overflows (t*self = -100: NaN) or
+    t*exp(-t*self) does (t = 3, x = -29.5: -inf): the contract gives the gradient's value,
+    -t*g (sigmoid(100) and sigmoid(88.5) are 1 in float32)."""
+    soft = spec.SOFT_MARGIN_LOSS_BACKWARD.name
+    ours, torch_value = _call(soft, [2.0, 2.0], [-100.0, -29.5], [1.0, 3.0], F32, reduction="none")
+    assert np.isnan(torch_value[0]) and torch_value[1] == -INF
+    _same(ours, [-2.0, -6.0])
 
 
 def test_deviation_kl_target_zero() -> None:
@@ -253,14 +264,31 @@ def test_deviation_kl_target_inf() -> None:
 
 
 def test_deviation_kl_target_inf_grad_output() -> None:
-    """torch: inf*ln(t) + inf*t/t - inf*x (or inf*(t-x)*e^t + inf*e^t) = inf - inf; the contract:
-    inf * (ln t + 1 - x) (or inf * e^t * (t + 1 - x)), an infinity of that factor's sign."""
-    for log_target, t, signs in [(0, 0.5, [INF, -INF]), (1, -2.0, [-INF, INF])]:
-        ours, torch_value = _call(
-            KLT, [INF, -INF], [0.0, 0.0], [t, t], reduction="none", log_target=log_target
-        )
-        assert np.isnan(torch_value).all()
-        _same(ours, signs)
+    """log_target 0, torch: inf*ln(t) + inf*t/t - inf*x = inf - inf; the contract:
+    inf * (ln t + 1 - x), an infinity of that factor's sign. log_target 1 is no deviation:
+    the operator computes PyTorch's (g*(t - x))*e^t + g*e^t, NaN as torch (issue 44)."""
+    ours, torch_value = _call(KLT, [INF, -INF], [0.0, 0.0], [0.5, 0.5], reduction="none")
+    assert np.isnan(torch_value).all()
+    _same(ours, [INF, -INF])
+    ours, torch_value = _call(
+        KLT, [INF, -INF], [0.0, 0.0], [-2.0, -2.0], reduction="none", log_target=1
+    )
+    assert np.isnan(torch_value).all() and np.isnan(ours).all()
+
+
+def test_kl_target_log_target_follows_pytorch_order() -> None:
+    """t = 88.72, x = 0.5, grad_output = 1e-5 in float32: PyTorch's (g*(t - x))*e^t + g*e^t
+    stays finite (3.0e35) where exp(t)*((t + 1) - x) first overflows (inf) (issue 44)."""
+    inputs = {
+        "grad_output": np.array([1e-5], F32),
+        "self": np.array([0.5], F32),
+        "target": np.array([88.72], F32),
+    }
+    attrs = {"reduction": "none", "log_target": 1}
+    ours = reference.evaluate(KLT, inputs, attrs)
+    expected = torch_oracle.oracle(KLT, inputs, attrs)
+    assert np.isfinite(expected).all() and expected[0] > 1e35
+    np.testing.assert_allclose(ours, expected, rtol=4 * np.finfo(np.float32).eps)
 
 
 def test_deviation_kl_target_empty_b() -> None:

@@ -29,6 +29,7 @@ from tests.helpers.divisors import reduction_scale
 KL = spec.KL_DIV_BACKWARD.name
 KLT = spec.KL_DIV_TARGET_BACKWARD.name
 SL1 = spec.SMOOTH_L1_LOSS_BACKWARD.name
+HUBER = spec.HUBER_LOSS_BACKWARD.name
 F32 = np.dtype(np.float32)
 
 # (shape, dtype) of one input; None is a missing input.
@@ -184,6 +185,19 @@ INVALID: list[Invalid] = [
     ),
     Invalid("beta-minus-inf", SL1, AttributeValueError, "beta", ">= 0", attrs={"beta": -math.inf}),
     Invalid("beta-nan", SL1, AttributeValueError, "beta", "not NaN", attrs={"beta": math.nan}),
+    # delta <= 0 or NaN (an exclusive bound: delta = 0 is refused, unlike beta = 0)
+    *(
+        Invalid(f"delta-{name}", HUBER, AttributeValueError, "delta", "> 0", attrs={"delta": v})
+        for name, v in (
+            ("zero", 0.0),
+            ("minus-zero", -0.0),
+            ("int-zero", 0),
+            ("negative", -1.0),
+            ("tiny-negative", -5e-324),
+            ("minus-inf", -math.inf),
+        )
+    ),
+    Invalid("delta-nan", HUBER, AttributeValueError, "delta", "not NaN", attrs={"delta": math.nan}),
     # attributes of the wrong type
     Invalid(
         "beta-str",
@@ -359,6 +373,55 @@ def test_valid_attribute_edges(op: str, attrs: dict[str, Any]) -> None:
         for n, s in zip(spec.INPUT_NAMES, ((), (2, 3), (2, 3)), strict=True)
     }
     assert reference.evaluate(op, arrays, attrs).shape == (2, 3)
+
+
+def _float_bounds() -> list[tuple[str, spec.AttributeSpec]]:
+    """Every FLOAT attribute with a lower bound, of every operator, as the spec has them."""
+    return [
+        (op.name, a)
+        for op in spec.OPERATORS.values()
+        for a in op.attributes
+        if a.kind is spec.AttrKind.FLOAT and a.minimum is not None
+    ]
+
+
+def test_the_exclusive_bounds_are_the_known_ones() -> None:
+    """delta > 0 is the one exclusive bound; a bound that stops being exclusive (delta = 0
+    accepted) or a new one is a change of the contract, and this test names it."""
+    exclusive = {(op, a.name) for op, a in _float_bounds() if a.exclusive}
+    assert exclusive == {(HUBER, "delta")}
+    assert {(op, a.name) for op, a in _float_bounds()} == {(SL1, "beta"), (HUBER, "delta")}
+
+
+@pytest.mark.parametrize(("op", "attribute"), _float_bounds(), ids=lambda v: getattr(v, "name", v))
+def test_each_lower_bound_as_the_spec_states_it(op: str, attribute: spec.AttributeSpec) -> None:
+    """At its minimum an attribute is valid unless the bound is exclusive; one step below it
+    (and -inf, NaN) never is, one step above it always is. Through spec.validate and
+    reference.evaluate (the fast paths; the generated C++ checks read the same table)."""
+    assert attribute.minimum is not None
+    lowest = attribute.minimum
+    below = float(np.nextafter(lowest, -math.inf))
+    above = float(np.nextafter(lowest, math.inf))
+    cases = [(lowest, not attribute.exclusive), (below, False), (above, True)]
+    cases += [(-math.inf, False), (math.nan, False), (math.inf, True)]
+    if lowest == 0.0:
+        cases.append((-0.0, not attribute.exclusive))  # -0.0 == 0.0
+    shapes = ((), (2, 3), (2, 3))
+    arrays = {n: np.ones(s, np.float32) for n, s in zip(spec.INPUT_NAMES, shapes, strict=True)}
+    for value, valid in cases:
+        attrs = {attribute.name: value}
+        if valid:
+            spec.validate(op, _infos(*shapes), attrs)
+            assert reference.evaluate(op, arrays, attrs).shape == (2, 3)
+            continue
+        for check in (
+            lambda a=attrs: spec.validate(op, _infos(*shapes), a),
+            lambda a=attrs: reference.evaluate(op, arrays, a),
+        ):
+            with pytest.raises(AttributeValueError) as err:
+                check()
+            assert err.value.code == ACLNN_ERR_PARAM_INVALID, value
+            assert attribute.rule() in str(err.value), (value, str(err.value))
 
 
 def test_defaults_come_from_the_spec() -> None:

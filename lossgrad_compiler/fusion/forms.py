@@ -10,7 +10,7 @@ matcher. A `report_only` form is a known gradient that the pass must not fuse: i
 recognised so that the report can say why it was left.
 
 Each form also says whether it rounds as the operator's kernel does (passes/lower_lossgrad.py:
-ge = grad_output * scale, then -(ge * exp(t)), -(ge * t), ge * (exp(t) * ((t + 1) - x)),
+ge = grad_output * scale, then -(ge * exp(t)), -(ge * t), (ge * (t - x)) * exp(t) + ge * exp(t),
 select(t == 0, 0, ge * ((ln t + 1) - x)), ge * select(d >= beta, 1, select(d <= -beta, -1,
 d / beta)), ge * sgn(d)). A form that groups the operations otherwise has an `order`, and the
 pass fuses it only with reassociate=True, unless `same_rounding` proves the grouping gives
@@ -256,19 +256,22 @@ FORMS: tuple[Form, ...] = (
         "Mul by a constant is one elementwise op; fusing would save nothing",
         when=lambda b: isinstance(b.numbers["folded"], float) and b.numbers["folded"] < 0,
     ),
-    # KlDivTargetBackward, log_target = 1: s * exp(t) * (t + 1 - x).
+    # KlDivTargetBackward, log_target = 1: (s*(t - x))*exp(t) + s*exp(t), autograd's two
+    # terms in PyTorch's order, which the exporter and this project's inline mode both write.
     Form(
         KL_TARGET,
-        "inline",
-        P.Mul(S, P.Mul(P.Exp(T), P.Sub(P.Add(T, Lit(1.0)), X))),
-        _fixed(log_target=1),
-    ),
-    Form(
-        KL_TARGET,
-        "pytorch",
+        "pytorch/inline",
         P.Add(P.Mul(P.Mul(S, P.Sub(T, X)), P.Exp(T)), P.Mul(S, P.Exp(T))),
         _fixed(log_target=1),
-        order="(s*(t - x))*exp(t) + s*exp(t), where the operator computes s*(exp(t)*((t + 1) - x))",
+    ),
+    # The same gradient grouped otherwise, written by hand (and by this project's inline mode
+    # before issue 44): refused unless reassociate=True.
+    Form(
+        KL_TARGET,
+        "hand-written",
+        P.Mul(S, P.Mul(P.Exp(T), P.Sub(P.Add(T, Lit(1.0)), X))),
+        _fixed(log_target=1),
+        order="s*(exp(t)*((t + 1) - x)), where the operator computes (s*(t - x))*exp(t) + s*exp(t)",
     ),
     # A target broadcast over the batch: exp(t) is constant along the summed axes, so the
     # exporter sums s*(t - x) and s*exp(t) first and multiplies by exp(t) after.
@@ -278,7 +281,7 @@ FORMS: tuple[Form, ...] = (
         P.Add(P.Mul(_sum_back(P.Mul(S, P.Sub(T, X))), P.Exp(T)), _sum_back(P.Mul(S, P.Exp(T)))),
         _fixed(log_target=1),
         order="sum(s*(t - x))*exp(t) + sum(s*exp(t)), where the operator computes "
-        "sum(s*(exp(t)*((t + 1) - x)))",
+        "sum((s*(t - x))*exp(t) + s*exp(t))",
     ),
     # KlDivTargetBackward, log_target = 0: s * (ln t + 1 - x), 0 where t == 0.
     Form(

@@ -13,6 +13,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, numpy_helper
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.onnx.graphs import attribute_graphs
+from lossgrad_compiler.onnx.inference import types_only
 
 Dim = int | str | None
 
@@ -82,6 +83,8 @@ class GraphIndex:
         self._folded: dict[str, np.ndarray | None] = {}
         self.types: dict[str, ValueType] = {}
         self.infer(model)
+        self._model = model  # read once more, unchanged, by compiled_type
+        self._compiled: dict[str, ValueType] | None = None
         # what ONNX shape inference itself knows (the pass may later know more, through
         # shape-keeping Reshapes): a fused node's operands need the shape known to it, or
         # the compiler (which infers again) compiles the node for other shapes
@@ -94,16 +97,34 @@ class GraphIndex:
             inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
         except Exception:  # a model shape inference rejects: fuse with what it declares
             inferred = model
-        self.types = {
-            info.name: found
+        self.types = self._types(inferred)
+
+    def _types(self, inferred: ModelProto) -> dict[str, ValueType]:
+        found = {
+            info.name: value
             for info in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output)
-            if (found := _value_type(info)) is not None
+            if (value := _value_type(info)) is not None
         }
-        for name, found in self._initializer_types.items():
-            self.types.setdefault(name, found)
+        for name, value in self._initializer_types.items():
+            found.setdefault(name, value)
+        return found
 
     def type_of(self, name: str) -> ValueType | None:
         return self.types.get(name)
+
+    def compiled_type(self, name: str) -> ValueType | None:
+        """The type compile_model's importer gives the value: ONNX shape inference without
+        data propagation (frontend/inference.py), which knows less than `type_of` (the
+        dims of Expand(1, Shape(x)), say). Inferred once, from the model as given, before
+        the pass changes anything."""
+        if self._compiled is None:
+            try:
+                with types_only():
+                    inferred = onnx.shape_inference.infer_shapes(self._model, strict_mode=False)
+            except Exception:  # the importer refuses such a model: only what it declares
+                inferred = self._model
+            self._compiled = self._types(inferred)
+        return self._compiled.get(name)
 
     def uses(self, name: str) -> int:
         """How many node inputs and graph outputs read the value."""

@@ -15,7 +15,9 @@ A subgraph is fused only when (docs/fusion.md states the guarantee this gives)
   ONNX shape inference) are exactly those of the value it replaces; where a sum back to an
   operand's shape ends the subgraph, it sums exactly the broadcast axes of the operator's
   own iteration shape;
-* the model imports ai.onnx opset 13 or later, where ai.lossgrad nodes run.
+* the model imports ai.onnx opset 13 or later, where ai.lossgrad nodes run;
+* the node, compiled from the shapes the compiler infers, never meets a dynamic dimension
+  broadcast at run time (broadcasting.py), so that it runs where the graph runs.
 Everything else is left as it is, with the reason in the report. Attributes are read by
 name and type (graph.py); the names the pass makes up are new in every scope of the model."""
 
@@ -30,6 +32,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.fusion.broadcasting import unproved_broadcast
 from lossgrad_compiler.fusion.factors import family_scale, is_candidate
 from lossgrad_compiler.fusion.family_forms import ALL_FORMS
 from lossgrad_compiler.fusion.forms import SMOOTH_L1, Form
@@ -184,8 +187,8 @@ class _Fuser:
                     continue
                 for binding in self.matcher.match(form.pattern, tail.core):
                     outcome = self._plan(root, tail, form, binding)
-                    if isinstance(outcome, _Plan):
-                        return outcome
+                    if isinstance(outcome, _Plan) or (form.report_only and outcome):
+                        return outcome  # a known gradient left whole: no other reading
                     first_reason = first_reason or outcome
         return first_reason
 
@@ -406,6 +409,21 @@ class _Fuser:
             return "the ReduceSum does not sum exactly the broadcast axes back"
         return ""
 
+    def _kernel_broadcast(self, checked: spec.CheckedCall, values: dict[str, str | None]) -> str:
+        """Why the node, compiled from the shapes the compiler infers, could meet a dynamic
+        dimension broadcast at run time (broadcasting.py); "" where it cannot. An operand the
+        pass makes up (a constant grad_output, a placeholder self) has its static shape."""
+        compiled: dict[str, spec.Shape | None] = {}
+        known: dict[str, spec.Shape] = {}
+        for name in checked.present:
+            shape = checked.shapes[name]
+            assert shape is not None  # the pass only calls with known ranks
+            known[name] = shape
+            value = values.get(name, "")
+            found = self.index.compiled_type(value) if value else None
+            compiled[name] = found.shape if found is not None else shape if not value else None
+        return unproved_broadcast(checked.op.name, compiled, known)
+
     def _regrouping(self, form: Form, attrs: dict[str, Any], s_value: str | None) -> str | None:
         """How the form groups its operations where the operator's kernel groups them
         otherwise (forms.py), or None when it rounds as the kernel does."""
@@ -539,9 +557,10 @@ class _Fuser:
         scales = [Scale(1.0, "sum")]
         if form.scaling:
             shapes = (self_type.shape, target_type.shape)
+            self.scales.refused_casts.clear()
             family = family_scale(self.scales, form, binding, shapes, required)  # type: ignore[arg-type]
             if isinstance(family, str):
-                return family
+                return "; ".join(dict.fromkeys([family, *self.scales.refused_casts]))
             scales = [family]
         elif s_value is not None:
             shapes = (self_type.shape, target_type.shape)
@@ -570,9 +589,16 @@ class _Fuser:
                     "for dynamic ones"
                 )
                 continue
-            reason = self._check_call(
-                form, checked, required, compute, scale, result_type, binding, tail
-            ) or (self._scaled_in_half(go_value) if compute is None else "")
+            reason = (
+                self._check_call(
+                    form, checked, required, compute, scale, result_type, binding, tail
+                )
+                or (self._scaled_in_half(go_value) if compute is None else "")
+                or self._kernel_broadcast(
+                    checked,
+                    {"grad_output": go_value, "self": self_value, "target": target, **optional},
+                )
+            )
             if reason:
                 first_reason = first_reason or reason
                 continue

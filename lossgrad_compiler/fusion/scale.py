@@ -4,7 +4,8 @@ The fused node computes ge = grad_output × (1/n) in the compute type. S is what
 computed for ge: a constant (the exporter folded 1/n and a seed of ones into it), a product
 grad_output × 1/n where n is counted from shapes at run time, 1/n alone, or any other tensor.
 A reduction is named only where n is proved equal to the operator's divisor (numel of
-broadcast(self, target) for mean, self.shape[0] for batchmean); otherwise S itself becomes
+broadcast(self, target) for mean, self.shape[0] for batchmean), through Casts only where
+they keep every value the count can take (count_casts.py); otherwise S itself becomes
 grad_output with reduction none, which is the same arithmetic."""
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ import onnx
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
+from lossgrad_compiler.fusion.count_casts import Monomial, cast_loses
 from lossgrad_compiler.fusion.graph import Dim, GraphIndex, int_attribute, readable, uniform
 from lossgrad_compiler.fusion.patterns import Matcher
-
-# A product of sizes: an integer factor times named dimensions (a multiset of names).
-Monomial = tuple[int, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,9 @@ class ScaleFinder:
     def __init__(self, index: GraphIndex, matcher: Matcher) -> None:
         self.index = index
         self.matcher = matcher
+        # why a Cast on the way to a count was not looked through (count_casts.py), for the
+        # report of a candidate whose divisor could not be proved; the pass clears it
+        self.refused_casts: list[str] = []
 
     def find(
         self,
@@ -200,8 +202,15 @@ class ScaleFinder:
             picked = list(source.shape)[slice(start, end)]
             monomials = [_monomial([d]) for d in picked]
             return None if any(m is None for m in monomials) else monomials  # type: ignore[return-value]
-        if node.op_type in ("Identity", "Cast", "Squeeze", "Unsqueeze"):
+        if node.op_type in ("Identity", "Squeeze", "Unsqueeze"):
             return self.dims(node.input[0])
+        if node.op_type == "Cast":
+            dims = self.dims(node.input[0])
+            reason = "" if dims is None else cast_loses(int_attribute(node, "to", None), dims)
+            if reason:
+                self.refused_casts.append(f"{reason} ('{value}')")
+                return None
+            return dims
         if node.op_type == "Gather":
             if int_attribute(node, "axis", 0) not in (0, -1):
                 return None

@@ -11,7 +11,13 @@ import pytest
 from xdsl.utils.exceptions import DiagnosticException
 
 from benchmarks.ascendc_cann import sample_in_half
-from benchmarks.ascendc_report import kernel_report, main, report_cases
+from benchmarks.ascendc_report import (
+    ORDER_EXCESS,
+    arithmetic_excess,
+    kernel_report,
+    main,
+    report_cases,
+)
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.dialects.ascendc.soc import SOCS
@@ -26,19 +32,30 @@ def _label(r) -> str:
     return f"{r.op} {r.variant} {r.reduction} {r.dtype} {'scalar' if r.scalar_g else 'tensor'} g"
 
 
+def _known_excess(r) -> int:
+    """The arithmetic the contract's order costs beyond CANN's kernel (ORDER_EXCESS)."""
+    return ORDER_EXCESS.get((r.op, r.variant), (0, ""))[0]
+
+
 def test_no_more_vector_instructions_per_tile_than_cann() -> None:
-    """The one exception is float16 KlDivTargetBackward, which CANN's sample computes in
-    half precision; the contract computes half types in float32 (three input Casts and one
-    output Cast). Its bfloat16 column (the same math through Casts) is matched, and
-    without the Casts no kernel has more instructions than CANN's."""
+    """Two known exceptions: float16 KlDivTargetBackward, which CANN's sample computes in
+    half precision, where the contract computes half types in float32 (three input Casts and
+    one output Cast; its bfloat16 column, the same math through Casts, is matched); and
+    KlDivTargetBackward with log_target 1, whose PyTorch order has one product more than
+    CANN's grouping. Beyond those no kernel has more instructions than CANN's."""
     worse = {_label(r) for r in REPORTS if r.vector_ops > (r.cann or 0)}
     allowed = {
-        _label(r) for r in REPORTS if r.op == spec.KL_DIV_TARGET_BACKWARD.name and r.dtype == "f16"
+        _label(r)
+        for r in REPORTS
+        if r.op == spec.KL_DIV_TARGET_BACKWARD.name
+        and (r.dtype == "f16" or r.variant == "log_target=1")
     }
     assert worse <= allowed, sorted(worse - allowed)
     for r in REPORTS:
         assert r.cann_kernel is not None
-        assert r.vector_ops - r.casts <= r.cann_kernel.calls - r.cann_kernel.casts, _label(r)
+        excess = (r.vector_ops - r.casts) - (r.cann_kernel.calls - r.cann_kernel.casts)
+        assert excess <= _known_excess(r), _label(r)
+    assert max(arithmetic_excess(r) for r in REPORTS if _known_excess(r)) == 1
 
 
 def test_repeats_count_256_bytes_of_the_widest_element() -> None:
@@ -67,10 +84,17 @@ def test_report_explains_every_excess() -> None:
     with contextlib.redirect_stdout(buffer):
         main(["--reductions", "none"])
     lines = [x for x in buffer.getvalue().splitlines() if x.startswith("  more than CANN:")]
-    assert len(lines) == 4  # KlDivTargetBackward f16: log_target 0/1 x tensor/scalar g
+    # KlDivTargetBackward: f16 log_target 0 (tensor, scalar g); log_target 1 in f32 and f16
+    # (tensor, scalar g) and in bf16 with a tensor g (with a scalar g its Casts are fewer)
+    assert len(lines) == 7
+    casts = "the Casts of the contract's float32 compute"
+    order = "PyTorch's order of autograd's two terms"
     for line in lines:
-        assert "The excess is the Casts of the contract's float32 compute" in line, line
-        assert "% of results differ from reference.py" in line, line
+        assert "More arithmetic" not in line, line
+        assert (order in line) == ("log_target=1" in line), line
+        assert (casts in line) == (" f16 " in line), line
+        if " f16 " in line:
+            assert "% of results differ from reference.py" in line, line
 
 
 @pytest.mark.parametrize("soc", ["ascend910b3", "ascend950"])

@@ -35,12 +35,12 @@ FORMS = {
     "kl_exp": KL,  # -(s * exp(t))
     "kl_plain": KL,  # -(s * t)
     "kl_neg_first": KL,  # (-s) * t
-    "klt_exporter": KL_TARGET,  # (s*(t - x))*exp(t) + s*exp(t)
-    "klt_inline_exp": KL_TARGET,  # s * (exp(t) * ((t + 1) - x))
+    "klt_exporter": KL_TARGET,  # (s*(t - x))*exp(t) + s*exp(t): also the inline mode's
+    "klt_grouped": KL_TARGET,  # s * (exp(t) * ((t + 1) - x)): hand-written, another order
     "klt_inline_log": KL_TARGET,  # where(t == 0, 0, s * ((log(t) + 1) - x))
 }
 LOG_TARGET = {"kl_exp": 1, "kl_plain": 0, "kl_neg_first": 0, "klt_exporter": 1}
-LOG_TARGET |= {"klt_inline_exp": 1, "klt_inline_log": 0}
+LOG_TARGET |= {"klt_grouped": 1, "klt_inline_log": 0}
 
 # How s (grad_output times the reduction scale) is computed:
 SCALES = (
@@ -51,6 +51,10 @@ SCALES = (
     "count",  # grad_output * (1 / numel) with numel counted from shapes at run time
     "count_only",  # 1 / numel counted at run time (the exporter's seed of ones)
     "count_off_by_one",  # 1 / (numel + 1) counted at run time
+    # the exporter's seed of ones, Expand(1, Shape(x)) (or of t, the smaller), divided by
+    # 1/scale_value: a tensor whose dims the compiler's shape inference (no data
+    # propagation) does not know
+    "ones",
 )
 
 
@@ -81,6 +85,15 @@ class Recipe:
     subgraph: str = ""  # "collide": an If whose branches define names the pass may invent
     # "branch": the gradient is computed inside an If branch
     mid_cast: int = -1  # >= 0: that intermediate goes through Cast(to=F16) and back
+    reshape: bool = False  # t is declared with its dims reversed and reshaped in the graph
+
+    @property
+    def t_declared(self) -> tuple[int, ...]:
+        """The shape of the graph input t (a 0 without allowzero, before opset 14, would copy
+        the input's size: no Reshape then)."""
+        if self.reshape and (0 not in self.t_shape or self.opset >= 14):
+            return tuple(reversed(self.t_shape))
+        return self.t_shape
 
     @property
     def op_type(self) -> str:
@@ -178,6 +191,13 @@ def _scale(g: _Graph, r: Recipe, go: str | None, x: str, t: str) -> str | None:
     if r.scale == "input":
         assert go is not None
         return g.to_compute(go, r.go_type)
+    if r.scale == "ones":  # of the smaller operand, which the graph broadcasts
+        smaller = x if int(np.prod(r.x_shape)) <= int(np.prod(r.t_shape)) else t
+        shape = g.node("Shape", [smaller], typed=False)
+        ones = g.node("Expand", [g.const(1.0, c, "one"), shape], typed=False)
+        with np.errstate(all="ignore"):
+            divisor = np.asarray(1, _NP[c]) / np.asarray(r.scale_value, _NP[c])
+        return g.node("Div", [ones, g.const(divisor, c, "n")])
     # numel of broadcast(self, target): of the larger operand (the shapes here broadcast one
     # operand up to the other's shape)
     of = x if int(np.prod(r.x_shape)) >= int(np.prod(r.t_shape)) else t
@@ -301,7 +321,7 @@ def _kl_target(g: _Graph, r: Recipe, s: str | None, x: str, t: str) -> str:
         e = g.node("Exp", [t])
         first = g.node("Mul", [g.node("Mul", [s, g.node("Sub", [t, x])]), e])
         return g.node("Add", [first, g.node("Mul", [s, e])])
-    if r.form == "klt_inline_exp":
+    if r.form == "klt_grouped":
         inner = g.node("Sub", [g.node("Add", [t, one]), x])
         return g.node("Mul", [s, g.node("Mul", [g.node("Exp", [t]), inner])])
     zero = g.const(0.0, c, "zero")
@@ -323,7 +343,11 @@ def build(r: Recipe) -> Built:
     g = _Graph(r)
     names = {"x": "x", "t": "t", "go": "go"}
     x = g.to_compute(names["x"], r.x_type)
-    t = g.to_compute(names["t"], r.t_type)
+    t_value = names["t"]
+    if r.t_declared != r.t_shape:
+        zeros = {"allowzero": 1} if 0 in r.t_shape else {}
+        t_value = g.node("Reshape", [t_value, g.const(list(r.t_shape))], typed=False, **zeros)
+    t = g.to_compute(t_value, r.t_type)
     uses_go = r.scale in ("input", "count")
     s = _scale(g, r, names["go"] if uses_go else None, x, t)
     op = r.op_type
@@ -340,7 +364,7 @@ def build(r: Recipe) -> Built:
     g.nodes.append(helper.make_node("Identity", [value], ["y"]))
     inputs = [
         helper.make_tensor_value_info("x", r.x_type, _dims(r.x_shape, r.symbolic_batch)),
-        helper.make_tensor_value_info("t", r.t_type, _dims(r.t_shape, r.symbolic_batch)),
+        helper.make_tensor_value_info("t", r.t_type, _dims(r.t_declared, r.symbolic_batch)),
     ]
     if uses_go:
         inputs.append(helper.make_tensor_value_info("go", r.go_type, list(r.go_shape)))
@@ -438,6 +462,7 @@ def feeds(built: Built, rng: np.random.Generator, specials: bool = True) -> dict
                 edge = (out["t"].astype(np.float64) + r.beta).astype(out["x"].dtype)
             at_beta = rng.random(out["x"].shape) < 0.1
             out["x"] = np.where(at_beta, edge, out["x"]).astype(out["x"].dtype)
+    out["t"] = out["t"].reshape(r.t_declared)
     return out
 
 

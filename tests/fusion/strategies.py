@@ -82,7 +82,8 @@ def recipes(draw: st.DrawFn) -> Recipe:
                     x_shape = b[draw(st.integers(1, len(b))) :]
     else:
         x_shape = draw(smaller(b))
-    scale = draw(st.sampled_from(["input", "one", *SCALES]))  # grad_output itself, more often
+    # grad_output itself, and a seed of ones (issue 44), more often
+    scale = draw(st.sampled_from(["input", "one", "ones", *SCALES]))
     numel = int(np.prod(b))
     scale_value = draw(
         st.sampled_from([1.0 / max(numel, 1), 1.0 / (numel + 1), 0.25, 1.0, 3.0, 1e-30, -0.5])
@@ -118,6 +119,7 @@ def recipes(draw: st.DrawFn) -> Recipe:
         extra_reader=draw(st.sampled_from([-1] * 10 + [0, 1, 2])),
         subgraph=draw(st.sampled_from([""] * 6 + ["collide", "collide", "branch"])),
         mid_cast=draw(st.sampled_from([-1] * 16 + [0, 1, 2])),
+        reshape=draw(st.sampled_from([False, False, False, True])),
     )
 
 

@@ -33,7 +33,7 @@ BLOCKS = page_blocks(PAGE)
 def workdir(tmp_path: Path) -> Path:
     exported = build(Recipe("sl1_div_after_mul", scale="const", scale_value=1 / 12, opset=20))
     onnx.save(exported.model, tmp_path / "exported.onnx")
-    kl_target = build(Recipe("klt_exporter", scale="const", scale_value=1 / 12, opset=20))
+    kl_target = build(Recipe("klt_grouped", scale="const", scale_value=1 / 12, opset=20))
     onnx.save(kl_target.model, tmp_path / "kl_target.onnx")
     return tmp_path
 

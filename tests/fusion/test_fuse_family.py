@@ -131,12 +131,6 @@ NEAR_MISSES: list[tuple[str, str, bool, str, Mutation, str]] = [
     ("huber", "mean", True, "outer swapped", lambda m: swap_where(m, 1), ""),
     ("huber", "sum", False, "upper 0.6", lambda m: scale_constant(m, 0.5, 1.2), ""),
     ("huber", "none", False, "below -1", lambda m: scale_constant(m, -0.5, 2.0), "clamped"),
-    # (t*(sigmoid(t*x) - 1))/20
-    ("soft_margin", "mean", False, "/21", lambda m: scale_constant(m, 20.0, 21 / 20), ""),
-    ("soft_margin", "mean", True, "/(n+5)", lambda m: integer_constant(m, 5, 1), ""),
-    ("soft_margin", "sum", False, "- 1.5", lambda m: scale_constant(m, 1.0, 1.5), ""),
-    ("soft_margin", "mean", False, "sigmoid read", lambda m: read_elsewhere(m, "Sigmoid"), "also"),
-    ("soft_margin", "mean", False, "1 - sigmoid", lambda m: swap_inputs(m, "Sub"), ""),
     # ((x - t)/clip(x*(1 - x), 1e-12))/20
     ("bce", "mean", False, "eps 1e-11", lambda m: scale_constant(m, 1e-12, 10.0), "clamp bound"),
     ("bce", "mean", False, "1.5 - x", lambda m: scale_constant(m, 1.0, 1.5), ""),
@@ -167,10 +161,8 @@ def test_near_miss_is_left_with_its_reason(
     fused, report = fuse(model)
     lines = report.lines()
     # the gradient's output is not the operator's; a part may still be some operator's
-    # arithmetic (-s*delta is a KlDivBackward's, t*(sigmoid(t*x) - 1) before a division by
-    # 21 a SoftMarginLossBackward with reduction sum), and so may another reading of the
-    # whole ((sigmoid(z) - 1.5)*t is a BinaryCrossEntropyWithLogitsBackward's): the contract
-    # below holds them to the graph's results
+    # arithmetic (-s*delta is a KlDivBackward's), and so may another reading of the whole:
+    # the contract below holds them to the graph's results
     output = model.graph.output[0].name
     mine = [n for n in fused.graph.node if n.op_type == OPS[loss] and output in n.output]
     assert not mine, lines
@@ -200,6 +192,27 @@ def assert_contract(
     subject = Subject(model, OPS[loss], attrs, names, np.float32, model.graph.output[0].name)
     problems = check_fusion(subject, fused, feeds)
     assert not problems, "\n".join([*fuse(model)[1].lines(), *problems])
+
+
+SOFT_MARGIN_GRAPHS = [("mean", False), ("mean", True), ("sum", False), ("none", False)]
+
+
+@pytest.mark.parametrize(
+    ("reduction", "dynamic"),
+    SOFT_MARGIN_GRAPHS,
+    ids=[f"{r}{'-dynamic' * d}" for r, d in SOFT_MARGIN_GRAPHS],
+)
+def test_soft_margin_decomposition_is_left_with_its_reason(reduction: str, dynamic: bool) -> None:
+    """PyTorch's (t*g)*(sigmoid(t*x) - 1) (divided by n for mean) cancels where
+    SoftMarginLossBackward does not (issue 44): fusing would change the graph's results, so
+    the whole gradient is left, with the reason, and nothing in it is fused under another
+    name; the result is the graph's (the contract)."""
+    model = exported("soft_margin", reduction, dynamic)
+    fused, report = fuse(model)
+    assert [n for n in fused.graph.node if n.domain == spec.DOMAIN] == [], report.lines()
+    assert [item.op_type for item in report.left] == ["SoftMarginLossBackward"]
+    assert "which cancels" in report.left[0].reason, report.lines()
+    assert_contract(model, fused, "soft_margin", reduction)
 
 
 def test_huber_with_another_scale_takes_it_as_grad_output() -> None:

@@ -83,7 +83,7 @@ def test_float64_between_casts_becomes_a_float64_node() -> None:
     assert node_compute(fused, node) == np.float64
 
 
-@pytest.mark.parametrize("form", ["sl1_div_first", "sl1_inline", "klt_inline_exp"])
+@pytest.mark.parametrize("form", ["sl1_div_first", "sl1_inline", "klt_exporter"])
 def test_float64_compute_keeps_float64_precision(form: str) -> None:
     """Random inputs: fused into float32, 20-27% of elements differed by 1-2 float32 ulp."""
     shape = (16, 16)
@@ -205,10 +205,10 @@ def test_malformed_attributes_never_raise(op_type: str, name: str, value: Any) -
 # --------------------------------------------------------------------------- item 3
 
 
-def test_kl_target_exporter_form_with_infinite_grad_output() -> None:
-    """(s*(t - x))*exp(t) + s*exp(t) with s = inf and t == x: NaN (inf * 0); the operator
-    gives inf. The form evaluates in another order than the operator: left by default."""
-    built = build(Recipe("klt_exporter", scale="input"))
+def test_kl_target_grouped_form_with_infinite_grad_output() -> None:
+    """s*(exp(t)*((t + 1) - x)) with s = inf and t == x: inf; the operator's (s*(t - x))*exp(t)
+    + s*exp(t) gives NaN (inf * 0). The form evaluates in another order: left by default."""
+    built = build(Recipe("klt_grouped", scale="input"))
     x = random((3, 4), np.float32)
     for go in (np.inf, -np.inf):
         fused, report = assert_contract(built, {"x": x, "t": x.copy(), "go": np.float32(go)})
@@ -216,8 +216,19 @@ def test_kl_target_exporter_form_with_infinite_grad_output() -> None:
         assert "reassociate=True" in reasons(report), report.lines()
 
 
-def test_kl_target_exporter_form_is_fused_when_asked() -> None:
+def test_kl_target_exporter_form_with_infinite_grad_output_is_fused() -> None:
+    """PyTorch's (s*(t - x))*exp(t) + s*exp(t) is the operator's own order since issue 44:
+    with s = inf and t == x both give NaN, fused by default."""
     built = build(Recipe("klt_exporter", scale="input"))
+    x = random((3, 4), np.float32)
+    for go in (np.inf, -np.inf):
+        fused, report = assert_contract(built, {"x": x, "t": x.copy(), "go": np.float32(go)})
+        assert [n.op_type for n in ours(fused)] == ["KlDivTargetBackward"], report.lines()
+        assert "reassociated" not in "\n".join(report.lines())
+
+
+def test_kl_target_grouped_form_is_fused_when_asked() -> None:
+    built = build(Recipe("klt_grouped", scale="input"))
     x = random((3, 4), np.float32)
     fused, report = assert_contract(
         built, {"x": x, "t": x + 0.5, "go": np.float32(0.3)}, reassociate=True
@@ -399,16 +410,20 @@ def test_old_opsets_are_left_where_they_run(opset: int, form: str) -> None:
 # --------------------------------------------------------------------------- item 7
 
 
-def test_kl_target_exporter_form_near_overflow() -> None:
-    """t = 88.72, x = 0.5, grad_output = 1e-5: the graph gives 3.0e35, exp(t)*(t + 1 - x) first
-    gives inf."""
-    built = build(Recipe("klt_exporter", scale="input"))
+@pytest.mark.parametrize(
+    ("form", "fused_ops"), [("klt_grouped", []), ("klt_exporter", ["KlDivTargetBackward"])]
+)
+def test_kl_target_forms_near_overflow(form: str, fused_ops: list[str]) -> None:
+    """t = 88.72, x = 0.5, grad_output = 1e-5: the exporter's order (the operator's) gives
+    3.0e35, exp(t)*(t + 1 - x) first gives inf: the grouped form is left, the exporter's
+    fused."""
+    built = build(Recipe(form, scale="input"))
     x = np.full((3, 4), 88.72, np.float32)
     x[0] = 0.5
     fused, report = assert_contract(
         built, {"x": x, "t": np.full((3, 4), 88.72, np.float32), "go": np.float32(1e-5)}
     )
-    assert ours(fused) == [], report.lines()
+    assert [n.op_type for n in ours(fused)] == fused_ops, report.lines()
 
 
 def test_smooth_l1_exporter_form_with_beta_above_one() -> None:
@@ -494,7 +509,7 @@ def test_swapped_branches_are_left(form: str, swap: str, spelling: str) -> None:
 
 
 @pytest.mark.parametrize("scale", ["const_off_by_one", "count_off_by_one"])
-@pytest.mark.parametrize("form", ["sl1_div_first", "kl_exp", "klt_inline_exp", "sl1_inline"])
+@pytest.mark.parametrize("form", ["sl1_div_first", "kl_exp", "klt_exporter", "sl1_inline"])
 def test_divisor_off_by_one_is_not_the_mean(form: str, scale: str) -> None:
     """s = 1/(numel + 1), folded or counted at run time: not the mean's 1/numel. Fused with
     s as grad_output, or left; never reduction mean (checked on non-empty inputs)."""

@@ -59,9 +59,10 @@ DEVIATIONS: dict[str, str] = {
         "ge*(ln t + 1 - x) gives +-inf"
     ),
     "kl_target_inf_grad_output": (
-        "KlDivTargetBackward, grad_output +-inf: torch multiplies it into each term of the "
-        "derivative (ge*ln t + ge*t/t - ge*x, or ge*(t-x)*e^t + ge*e^t), so terms of "
-        "opposite sign give inf - inf = NaN; the contract multiplies once: ge*(...) = +-inf"
+        "KlDivTargetBackward, log_target 0, grad_output +-inf: torch multiplies it into each "
+        "term of the derivative (ge*ln t + ge*t/t - ge*x), so terms of opposite sign give "
+        "inf - inf = NaN; the contract multiplies once: ge*(ln t + 1 - x) = +-inf (with "
+        "log_target 1 both compute (ge*(t-x))*e^t + ge*e^t)"
     ),
     "kl_target_empty_b": (
         "KlDivTargetBackward with an empty B: torch evaluates xlogy(t, t) (or exp(t)) at "
@@ -81,8 +82,8 @@ DEVIATIONS: dict[str, str] = {
     ),
     "soft_margin_infinite_product": (
         "SoftMarginLossBackward, target*self = -inf: torch's kernel computes "
-        "-t*e/(1+e) with e = exp(-t*self), which is inf/inf = NaN; the contract follows "
-        "PyTorch's decomposition, t*g*(sigmoid(t*self) - 1), whose sigmoid takes its limit"
+        "-t*e/(1+e) with e = exp(-t*self), which is inf/inf = NaN; the contract computes "
+        "-t*sigmoid(-t*self) from exp(t*self) there, which takes its limit, -t"
     ),
 }
 
@@ -303,7 +304,7 @@ def without_deviations(
     """(inputs, attributes for torch) with what triggers a DEVIATIONS entry neutralised, so
     a comparison with torch tests everything else.
 
-    KlDivTargetBackward: grad_output +-inf -> +-2; with log_target 0, target 0 -> 0.5 and
+    KlDivTargetBackward: with log_target 0, grad_output +-inf -> +-2, target 0 -> 0.5 and
     +inf -> 2; with an empty B, every target that is not finite and positive -> 1.
     SmoothL1LossBackward: a beta > 0 that rounds to 0 in the compute type is given to torch
     as 0 (the reference takes the beta == 0 form for it, as level2.md says).
@@ -323,13 +324,13 @@ def without_deviations(
         return out, torch_attrs
     if checked.op is not spec.KL_DIV_TARGET_BACKWARD:
         return out, torch_attrs
-    go = out["grad_output"]
-    wide_go = go.astype(np.float64)
-    infinite = np.isinf(wide_go)
-    go[infinite] = np.copysign(2.0, wide_go[infinite])
     t = out["target"]
     wide = t.astype(np.float64)
     if not checked.attrs["log_target"]:
+        go = out["grad_output"]
+        wide_go = go.astype(np.float64)
+        infinite = np.isinf(wide_go)
+        go[infinite] = np.copysign(2.0, wide_go[infinite])
         t[wide == 0] = 0.5
         t[np.isposinf(wide)] = 2.0
     if 0 in _shape(checked.broadcast_shape):

@@ -73,6 +73,28 @@ func.func @smoothl1(%g: tensor<?xf32>, %x: tensor<?xbf16>, %t: tensor<?xf32>) ->
   func.return %r : tensor<?xf32>
 }
 
+func.func @kltarget_log(%g: tensor<?xf32>, %x: tensor<?xf32>, %t: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %dim = tensor.dim %x, %c0 : tensor<?xf32>
+  %n_i64 = arith.index_cast %dim : index to i64
+  %n = arith.uitofp %n_i64 : i64 to f32
+  %one = arith.constant 1.000000e+00 : f32
+  %scale = arith.divf %one, %n : f32
+  %init = tensor.empty(%dim) : tensor<?xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%g, %x, %t : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) outs(%init : tensor<?xf32>) {
+  ^bb0(%0: f32, %1: f32, %2: f32, %3: f32):
+    %4 = arith.mulf %0, %scale : f32
+    %5 = math.exp %2 : f32
+    %6 = arith.subf %2, %1 : f32
+    %7 = arith.mulf %4, %6 : f32
+    %8 = arith.mulf %7, %5 : f32
+    %9 = arith.mulf %4, %5 : f32
+    %10 = arith.addf %8, %9 : f32
+    linalg.yield %10 : f32
+  } -> tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+
 // KlDivBackward, batchmean, scalar grad_output: the scale is a tiling scalar, -(g*s) is
 // computed once in Init, and the tile needs one Muls.
 // CHECK-LABEL: func.func @kl(
@@ -140,6 +162,21 @@ func.func @smoothl1(%g: tensor<?xf32>, %x: tensor<?xbf16>, %t: tensor<?xf32>) ->
 // CHECK:           ascendc.compares %{{.*}}, %{{.*}}, %{{.*}} GT
 // CHECK:           ascendc.select
 // CHECK:           ascendc.mul
+// CHECK:         } copy_out {
+
+// KlDivTargetBackward, log_target = 1, mean, a tensor grad_output: ge = g*s is read twice,
+// so its Muls is applied once, first, and both products read ge as PyTorch's order has it
+// (not g*(t - x) and g*exp(t) each scaled at the end).
+// CHECK-LABEL: ascendc.kernel @kltarget_log_kernel
+// CHECK:         } compute {
+// CHECK:           ascendc.muls %[[GE:.*]], %{{.*}}, %{{.*}}, %{{.*}} : !ascendc.local<f32>, f32
+// CHECK:           ascendc.exp %[[E:.*]], %{{.*}}, %{{.*}} : !ascendc.local<f32>
+// CHECK:           ascendc.sub %[[D:.*]], %{{.*}}, %{{.*}}, %{{.*}} : !ascendc.local<f32>
+// CHECK:           ascendc.mul %[[GD:.*]], %[[GE]], %[[D]], %{{.*}} : !ascendc.local<f32>
+// CHECK:           ascendc.mul %[[FIRST:.*]], %[[GD]], %[[E]], %{{.*}} : !ascendc.local<f32>
+// CHECK:           ascendc.mul %[[SECOND:.*]], %[[GE]], %[[E]], %{{.*}} : !ascendc.local<f32>
+// CHECK:           ascendc.add %{{.*}}, %[[FIRST]], %[[SECOND]], %{{.*}} : !ascendc.local<f32>
+// CHECK-NOT:       ascendc.muls
 // CHECK:         } copy_out {
 
 // After planning every temp has a buffer, and each kernel has a tile length.

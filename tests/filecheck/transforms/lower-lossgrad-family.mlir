@@ -1,6 +1,7 @@
 // lower-lossgrad for the loss family (docs/operators.md, "The formulas"): each body in the
 // order of PyTorch 2.13's decomposition, where the scale enters (2*(1/n) for MSE, 1/n inside
-// Huber's branches, /n at the end of SoftMargin and the binary cross entropies), BCE's clamp
+// Huber's branches, /n at the end of the binary cross entropies; SoftMargin in its eager
+// kernel's order, -(1/n) before the division by 1 + e, one exp of -|t*x| by two selects), BCE's clamp
 // at float32(1e-12) kept NaN-propagating by olt + select, the optional inputs as extra
 // operands of the generic (weight, pos_weight) and named on the function (lossgrad.inputs).
 // RUN: lossgrad-opt %s --split-input-file -p lower-lossgrad | filecheck %s
@@ -56,24 +57,24 @@ func.func @soft_margin_mean(%dy: tensor<f32>, %x: tensor<4xf32>, %t: tensor<4xf3
 }
 // CHECK-LABEL: func.func @soft_margin_mean(
 // CHECK-SAME:    attributes {lossgrad.op_type = "SoftMarginLossBackward", lossgrad.attributes = {reduction = "mean"}, lossgrad.divisor = "numel(broadcast(self, target))"}
-// CHECK-NEXT:    %scale = arith.constant 4.000000e+00 : f32
+// CHECK-NEXT:    %scale = arith.constant 2.500000e-01 : f32
 // CHECK-NEXT:    %init = tensor.empty() : tensor<4xf32>
 // CHECK:         linalg.generic {indexing_maps = [affine_map<(d0) -> ()>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%dy, %x, %t : tensor<f32>, tensor<4xf32>, tensor<4xf32>) outs(%init : tensor<4xf32>)
 // CHECK-NEXT:    ^bb0(%[[V0:[0-9]+]]: f32, %[[V1:[0-9]+]]: f32, %[[V2:[0-9]+]]: f32, %[[V3:[0-9]+]]: f32):
-// CHECK-NEXT:    %[[V4:[0-9]+]] = arith.mulf %[[V2]], %[[V0]] : f32
+// CHECK-NEXT:    %[[V4:[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:    %[[V5:[0-9]+]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT:    %[[V6:[0-9]+]] = arith.mulf %[[V2]], %[[V1]] : f32
-// CHECK-NEXT:    %[[V7:[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:    %[[V8:[0-9]+]] = arith.cmpf ogt, %[[V6]], %[[V7]] : f32
-// CHECK-NEXT:    %[[V9:[0-9]+]] = arith.negf %[[V6]] : f32
-// CHECK-NEXT:    %[[V10:[0-9]+]] = arith.select %[[V8]], %[[V9]], %[[V6]] : f32
-// CHECK-NEXT:    %[[V11:[0-9]+]] = math.exp %[[V10]] : f32
-// CHECK-NEXT:    %[[V12:[0-9]+]] = arith.select %[[V8]], %[[V5]], %[[V11]] : f32
-// CHECK-NEXT:    %[[V13:[0-9]+]] = arith.addf %[[V5]], %[[V11]] : f32
-// CHECK-NEXT:    %[[V14:[0-9]+]] = arith.divf %[[V12]], %[[V13]] : f32
-// CHECK-NEXT:    %[[V15:[0-9]+]] = arith.subf %[[V14]], %[[V5]] : f32
-// CHECK-NEXT:    %[[V16:[0-9]+]] = arith.mulf %[[V4]], %[[V15]] : f32
-// CHECK-NEXT:    %[[V17:[0-9]+]] = arith.divf %[[V16]], %scale : f32
+// CHECK-NEXT:    %[[V7:[0-9]+]] = arith.cmpf olt, %[[V6]], %[[V4]] : f32
+// CHECK-NEXT:    %[[V8:[0-9]+]] = arith.negf %[[V6]] : f32
+// CHECK-NEXT:    %[[V9:[0-9]+]] = arith.select %[[V7]], %[[V6]], %[[V8]] : f32
+// CHECK-NEXT:    %[[V10:[0-9]+]] = math.exp %[[V9]] : f32
+// CHECK-NEXT:    %[[V11:[0-9]+]] = arith.select %[[V7]], %[[V5]], %[[V10]] : f32
+// CHECK-NEXT:    %[[V12:[0-9]+]] = arith.mulf %[[V2]], %[[V11]] : f32
+// CHECK-NEXT:    %[[V13:[0-9]+]] = arith.negf %scale : f32
+// CHECK-NEXT:    %[[V14:[0-9]+]] = arith.mulf %[[V12]], %[[V13]] : f32
+// CHECK-NEXT:    %[[V15:[0-9]+]] = arith.addf %[[V5]], %[[V10]] : f32
+// CHECK-NEXT:    %[[V16:[0-9]+]] = arith.divf %[[V14]], %[[V15]] : f32
+// CHECK-NEXT:    %[[V17:[0-9]+]] = arith.mulf %[[V16]], %[[V0]] : f32
 // CHECK-NEXT:    linalg.yield %[[V17]] : f32
 
 // -----

@@ -68,17 +68,17 @@ func.func @klt_log_batchmean(%dy: tensor<f32>, %x: tensor<4x3xf32>, %t: tensor<4
   %g = lossgrad.kl_div_target_backward %dy, %x, %t reduction = batchmean log_target = true : tensor<f32>, tensor<4x3xf32>, tensor<4x3xf32> -> tensor<4x3xf32>
   func.return %g : tensor<4x3xf32>
 }
-// batchmean divides by self's dim 0 (4).
+// batchmean divides by self's dim 0 (4); PyTorch's order (ge*(t - x))*exp(t) + ge*exp(t).
 // CHECK-LABEL: func.func @klt_log_batchmean(
 // CHECK-NEXT:    %[[S:.*]] = arith.constant 2.500000e-01 : f32
 // CHECK:         ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[C:.*]]: f32, %{{.*}}: f32):
 // CHECK-NEXT:      %[[GE:.*]] = arith.mulf %[[A]], %[[S]] : f32
-// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[C]] : f32
-// CHECK-NEXT:      %[[P:.*]] = arith.addf %[[C]], %[[ONE]] : f32
-// CHECK-NEXT:      %[[D:.*]] = arith.subf %[[P]], %[[B]] : f32
-// CHECK-NEXT:      %[[W:.*]] = arith.mulf %[[E]], %[[D]] : f32
-// CHECK-NEXT:      %[[R:.*]] = arith.mulf %[[GE]], %[[W]] : f32
+// CHECK-NEXT:      %[[D:.*]] = arith.subf %[[C]], %[[B]] : f32
+// CHECK-NEXT:      %[[GD:.*]] = arith.mulf %[[GE]], %[[D]] : f32
+// CHECK-NEXT:      %[[GDE:.*]] = arith.mulf %[[GD]], %[[E]] : f32
+// CHECK-NEXT:      %[[GEE:.*]] = arith.mulf %[[GE]], %[[E]] : f32
+// CHECK-NEXT:      %[[R:.*]] = arith.addf %[[GDE]], %[[GEE]] : f32
 // CHECK-NEXT:      linalg.yield %[[R]] : f32
 
 // -----
