@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget, hfusion_module, summarize
+from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrSoc, hfusion_module, summarize
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
-from lossgrad_compiler.backends.ascendnpu_ir.pipeline import hivm_text
+from lossgrad_compiler.backends.ascendnpu_ir.hivm import hivm_text
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime.ascendnpu_ir import RunnerLibrary
@@ -58,10 +58,10 @@ def vendor_plan(
     shapes = {"grad_output": () if scalar_g else (4,), "self": (4,), "target": (4,)}
     infos = {n: spec.TensorInfo(np.dtype(dtype), s) for n, s in shapes.items()}
     signature = signature_of(spec.validate(op_type, infos, attrs))
-    target = AscendNpuIrTarget(soc)
+    chip = AscendNpuIrSoc(soc)
     level2 = lower_signatures([signature])
-    (kernel, *_) = summarize(hivm_text(str(hfusion_module(level2)), target)).kernels
-    library = RunnerLibrary(runner_library(level2, target))
+    (kernel, *_) = summarize(hivm_text(str(hfusion_module(level2)), chip)).kernels
+    library = RunnerLibrary(runner_library(level2, chip))
     arrays = [
         np.zeros(() if scalar_g else (elements,), dtype),
         *(np.zeros((elements,), dtype) for _ in range(3)),

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_ort_native import best_time
 from lossgrad_compiler import fuse
-from lossgrad_compiler.runtime.ort import session
+from lossgrad_compiler.evaluation.ort import session
 from lossgrad_compiler.runtime.ort_io import run_session
 
 try:

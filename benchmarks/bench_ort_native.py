@@ -55,9 +55,10 @@ from lossgrad_compiler.backends.ort.prebuilt import (
     prebuilt_library,
     prebuilt_present,
 )
-from lossgrad_compiler.runtime.ort import prepare_model, session_options
+from lossgrad_compiler.evaluation.ort import prepare_model
+from lossgrad_compiler.runtime.ort import session_options
 from lossgrad_compiler.runtime.ort_io import to_ort_value
-from lossgrad_compiler.runtime.ort_source import kernel_library_source
+from lossgrad_compiler.targets.ort_library import kernel_library_source, native_library
 
 FAMILY = (
     "MseLossBackward",
@@ -316,7 +317,8 @@ def ort_runner(
 ):
     """The model in ORT with the JIT kernel library (`native`), another `library`, or the
     function path, writing `out` (by default an array like self, on lines)."""
-    so = session_options(native, intra_op_num_threads=threads, inter_op_num_threads=1)
+    jit = native_library() if native else None
+    so = session_options(jit, intra_op_num_threads=threads, inter_op_num_threads=1)
     if library is not None:
         so.register_custom_ops_library(library)
     sess = pinned_session(model.SerializeToString(), so, threads)
@@ -606,7 +608,7 @@ def mul_runner(n: int, dtype: np.dtype, threads: int):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
-    so = session_options(False, intra_op_num_threads=threads, inter_op_num_threads=1)
+    so = session_options(None, intra_op_num_threads=threads, inter_op_num_threads=1)
     sess = pinned_session(model.SerializeToString(), so, threads)
     binding = sess.io_binding()
     for name in ("a", "b"):

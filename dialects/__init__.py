@@ -2,7 +2,7 @@
 form), one package or module each.
 
 Installed as `lossgrad_compiler.dialects`. `DIALECTS` names each by reference;
-lossgrad_compiler/universe.py assembles it with the passes and targets."""
+lossgrad_compiler/universe.py assembles it with the passes and lossgrad-opt's outputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from xdsl.ir import Dialect
 
-from lossgrad_compiler.registry import factories
+from lossgrad_compiler.lazy_factories import factories
 
 DIALECTS: dict[str, str] = {
     "lossgrad": "lossgrad_compiler.dialects.lossgrad:Lossgrad",

@@ -1,6 +1,7 @@
-"""lossgrad_compiler: KlDivBackward, KlDivTargetBackward and SmoothL1LossBackward as ONNX
-custom operators and an xDSL dialect, lowered to elementwise primitives and compiled to
-standard ONNX, native ONNX Runtime kernels and Ascend C."""
+"""lossgrad_compiler: the loss-gradient operators of CANN's aclnn library (the table in
+`spec.OPERATORS`) as ONNX custom operators and an xDSL dialect, lowered to level 2 (linalg
+on tensors) and compiled to standard ONNX, native ONNX Runtime kernels, Ascend C, IREE and
+AscendNPU IR; `fuse` turns PyTorch's exported gradients back into them."""
 
 from typing import Any
 

@@ -251,7 +251,8 @@ def run(args: argparse.Namespace) -> list[str]:
     """Do the work; the report's lines. Raises on any failure."""
     target = get_target(args.target)
     # defers xDSL and the compiler: `--help` and usage errors answer without them
-    from lossgrad_compiler.driver import compile_model, load_model
+    from lossgrad_compiler.driver import compile_model
+    from lossgrad_compiler.pipeline import load_model
 
     if target.produces is Produces.DIRECTORY:
         out_dir = project_directory(args.output, args.target)

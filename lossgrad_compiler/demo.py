@@ -150,7 +150,7 @@ def _prepare_native(threads: int) -> Callable[[ModelProto, Path], Runner]:
 
     def prepare(model: ModelProto, out: Path) -> Runner:
         # defers onnxruntime and the kernel build until the native backend runs
-        from lossgrad_compiler.runtime import ort as native
+        from lossgrad_compiler.evaluation import ort as native
         from lossgrad_compiler.runtime.ort_io import run_session
 
         session = native.session(model, intra_op_num_threads=threads, inter_op_num_threads=1)
@@ -162,10 +162,10 @@ def _prepare_native(threads: int) -> Callable[[ModelProto, Path], Runner]:
 def _native_unavailable() -> str | None:
     # defers onnxruntime and the kernel build until the native backend is asked for
     from lossgrad_compiler.backends.ort.build import NativeUnavailableError
-    from lossgrad_compiler.runtime import ort as native
+    from lossgrad_compiler.targets.ort_library import library_path
 
     try:
-        native.library_path()
+        library_path()
     except NativeUnavailableError as err:
         return str(err)
     return None
@@ -212,7 +212,7 @@ def _iree_session(model: ModelProto) -> IreeSession:
 
 def _iree_unavailable() -> str | None:
     # defers IREE until the IREE backend is asked for
-    from lossgrad_compiler.backends.iree.targets import IreeUnavailableError, iree_module
+    from lossgrad_compiler.backends.iree.options import IreeUnavailableError, iree_module
 
     try:
         iree_module("iree.compiler.extras.onnx_importer")
@@ -534,7 +534,7 @@ def pytorch_step_rows(batches: Sequence[int]) -> tuple[list[list[str]], Tally]:
         tally.skipped = skip_text(f"PyTorch cannot be imported ({err})", "torch", shows)
         return [["run", what, tally.skipped]], tally
     # defers onnxruntime and the kernel library until this step runs
-    from lossgrad_compiler.runtime.ort import session
+    from lossgrad_compiler.evaluation.ort import session
     from lossgrad_compiler.runtime.ort_io import run_session
 
     try:

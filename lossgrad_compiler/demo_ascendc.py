@@ -3,7 +3,7 @@ the example model, its kernels run node by node in the CPU emulator, and the til
 project's tiling function chose for the calls' shapes.
 
 The project is written through the Target registry (`compile_model`); the same projects are
-compiled against the emulation by `runtime.ascendc.session`, and the demo checks that the
+compiled against the emulation by `evaluation.ascendc.session`, and the demo checks that the
 files it runs are the files it wrote."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class AscendcDemo:
     def __init__(self, model: ModelProto, out: Path, soc: str = SOC) -> None:
         # defers xDSL, the compiler and the emulation's build until this backend runs
         from lossgrad_compiler.driver import compile_model
-        from lossgrad_compiler.runtime.ascendc import session
+        from lossgrad_compiler.evaluation.ascendc import session
 
         self.model = model
         self.out = out
@@ -188,10 +188,10 @@ def tiling_lines(soc: str, rows: Sequence[TilingRow]) -> list[str]:
     # defers xDSL (the SoC table lives with the ascendc dialect) until this backend runs
     from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
 
-    target = soc_named(soc)
+    chip = soc_named(soc)
     header = (
-        f"Ascend C tiling on {soc} ({target.vector_cores} vector cores, UB "
-        f"{target.ub_bytes:,} bytes), as each project's tiling function (op_host) chose it "
+        f"Ascend C tiling on {soc} ({chip.vector_cores} vector cores, UB "
+        f"{chip.ub_bytes:,} bytes), as each project's tiling function (op_host) chose it "
         "for the calls above, read back from the emulator:"
     )
     table = []

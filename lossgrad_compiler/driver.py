@@ -1,8 +1,9 @@
-"""compile_model: ONNX model → frontend → lower-lossgrad → a target, by signature.
+"""compile_model: ONNX model → the pipeline → a target, by signature.
 
-The one pipeline: the model is loaded, checked and imported, its signatures are lowered
-once (frontend.lowering's per-signature cache, shared by every target), and the level-2
-module goes to the target chosen by name from the registry (lossgrad_compiler.targets).
+The model goes through the one pipeline (pipeline.py: loaded, checked, imported, its
+signatures lowered once from the per-signature cache every consumer shares, in the form the
+target declares), and the level-2 module goes to the target chosen by name from the
+registry (lossgrad_compiler.targets).
 Nodes that share a signature share one lowered function, so a model with 10,000 identical
 nodes lowers one signature (and a second model with the same signatures lowers none)."""
 
@@ -11,23 +12,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import onnx
-from google.protobuf.message import DecodeError
 from onnx import ModelProto
-from onnx.checker import ValidationError
-from onnx.external_data_helper import load_external_data_for_tensor
-from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.errors import LossGradError
-from lossgrad_compiler.frontend import ImportedModel, import_model
-from lossgrad_compiler.frontend.lowering import clear_lowering_cache, lower, lower_signatures
+from lossgrad_compiler.errors import CompileError, LossGradError
+from lossgrad_compiler.frontend import ImportedModel
 from lossgrad_compiler.onnx.graphs import count_domain_nodes
-from lossgrad_compiler.onnx.structure import structural_problem
-from lossgrad_compiler.onnx.tensors import external_tensors
+from lossgrad_compiler.pipeline import (
+    ModelSource,
+    clear_level2_cache,
+    imported_model,
+    load_model,
+    lowered,
+)
 from lossgrad_compiler.targets import (
     Artifact,
     Compilation,
@@ -45,10 +44,6 @@ from lossgrad_compiler.targets.registry import OWN_DISTRIBUTION
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): phase is "import" or "rewrite"."""
-
-
-class CompileError(ValueError):
-    """A model or request the compiler cannot take (not ONNX, unknown target or option)."""
 
 
 @dataclass
@@ -96,61 +91,8 @@ class CompileResult:
         return self.artifact.model
 
 
-def load_model(
-    source: ModelProto | bytes | str | Path, *, external_data: bool = True
-) -> ModelProto:
-    """A private copy of a model given as a ModelProto, serialized bytes or a file path.
-
-    A model read from a path gets its external data loaded from the model's folder, as
-    `onnx.load` does, so the compiled model can be saved anywhere; onnx's reader refuses a
-    location outside that folder. `external_data=False` keeps the references (the CLI
-    writes the data beside its output itself)."""
-    if isinstance(source, ModelProto):
-        model = ModelProto()
-        model.CopyFrom(source)
-        return model
-    path = None
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise CompileError(f"cannot read '{path}': {err.strerror or err}") from None
-        where = f"'{path}'"
-    else:
-        data, where = bytes(source), "the input"
-    try:
-        model = onnx.load_model_from_string(data)
-    except (DecodeError, ValueError, RuntimeError) as err:
-        raise CompileError(f"{where} is not an ONNX model ({type(err).__name__})") from None
-    if model.ir_version <= 0 or not model.HasField("graph"):
-        raise CompileError(f"{where} is not an ONNX model (no IR version or no graph)")
-    if path is not None and external_data:
-        _load_external_data(model, path)
-    return model
-
-
-def _load_external_data(model: ModelProto, path: Path) -> None:
-    for tensor in external_tensors(model):
-        try:
-            load_external_data_for_tensor(tensor, str(path.parent))
-        except (ValidationError, ValueError, OSError) as err:
-            text = " ".join(str(err).split())
-            raise CompileError(
-                f"'{path}': external data of tensor '{tensor.name}': {text}"
-            ) from None
-
-
-def check_structure(model: ModelProto) -> None:
-    """Raise CompileError if the model is not structurally valid ONNX (a cycle, a name
-    produced twice, an undefined input, ...): the frontend and backends assume it is."""
-    problem = structural_problem(model)
-    if problem is not None:
-        raise CompileError(f"the model is not valid ONNX: {problem}")
-
-
 def compile_model(
-    model: ModelProto | bytes | str | Path,
+    model: ModelSource,
     target: str = "onnx",
     progress: Progress | None = None,
     **options: Any,
@@ -174,18 +116,17 @@ def compile_model(
         raise CompileError(str(err)) from None
     start = time.perf_counter()
     working = load_model(model)
-    check_structure(working)
     imported = _import(working, progress)
-    lowered = lower(imported.signatures.values(), chosen.form)
-    compilation = Compilation(working, imported, lowered.module, chosen.form, values, progress)
+    level2 = lowered(imported.signatures.values(), chosen.form)
+    compilation = Compilation(working, imported, level2.module, chosen.form, values, progress)
     artifact = _compiled(chosen, entry, compilation)
     report = CompileReport(
         target=target,
         options=values,
         nodes_per_operator=imported.nodes_per_operator(),
         signatures=list(imported.signatures),
-        compiled=lowered.compiled,
-        cached=lowered.cached,
+        compiled=level2.compiled,
+        cached=level2.cached,
         seconds=time.perf_counter() - start,
         detail=artifact.detail,
     )
@@ -225,29 +166,16 @@ def _compiled(target: Target, entry: Registered, compilation: Compilation) -> Ar
 
 def _import(model: ModelProto, progress: Progress | None) -> ImportedModel:
     if progress is None:
-        return import_model(model)
+        return imported_model(model)
     total = count_domain_nodes(model, spec.DOMAIN)
     progress("import", 0, total)
-    return import_model(model, lambda done: progress("import", done, total))
-
-
-def import_checked(model: ModelProto | bytes | str | Path) -> ImportedModel:
-    """The frontend only: the model's checked nodes and their signatures."""
-    working = load_model(model)
-    check_structure(working)
-    return import_model(working)
-
-
-def lower_model(model: ModelProto | bytes | str | Path) -> tuple[ImportedModel, ModuleOp]:
-    """The frontend and lower-lossgrad only: the level 2 every target starts from."""
-    imported = import_checked(model)
-    return imported, lower_signatures(imported.signatures.values())
+    return imported_model(model, lambda done: progress("import", done, total))
 
 
 def clear_cache() -> None:
     """Forget every lowered and translated signature (for tests and benchmarks of cold
     compiles)."""
-    clear_lowering_cache()
+    clear_level2_cache()
     for entry in registered():
         if entry.target is not None:
             entry.target.clear_cache()

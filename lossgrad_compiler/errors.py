@@ -59,3 +59,8 @@ class AttributeValueError(InvalidArgumentError):
 
 class UnsupportedByBackendError(InvalidArgumentError):
     """A valid call that one backend cannot run; the message names a backend that can."""
+
+
+class CompileError(ValueError):
+    """A model or request the compiler cannot take (not ONNX, not valid ONNX, an unknown
+    target or option): raised by the pipeline that loads a model and by compile_model."""

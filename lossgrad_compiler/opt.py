@@ -43,7 +43,7 @@ from lossgrad_compiler import __version__
 from lossgrad_compiler.dialects import EAGER_DIALECTS
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.output_files import OutputError, OutputFile, destination
-from lossgrad_compiler.universe import DIALECTS, PASSES, TARGETS, factories
+from lossgrad_compiler.universe import DIALECTS, OPT_OUTPUTS, PASSES, factories
 
 PROG = "lossgrad-opt"
 
@@ -96,9 +96,9 @@ class LossgradOptMain(xDSLOptMain):
             self.available_passes.setdefault(name, factory)
 
     def register_all_targets(self) -> None:
-        """`-t ascendc` and any later target: registered from universe.TARGETS."""
+        """`-t ascendc` and any later output: registered from universe.OPT_OUTPUTS."""
         super().register_all_targets()
-        for name, factory in factories(TARGETS).items():
+        for name, factory in factories(OPT_OUTPUTS).items():
             self.available_targets.setdefault(name, factory)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 lower_lossgrad.py).
 
 Installed as `lossgrad_compiler.passes`. `PASSES` names each by reference;
-lossgrad_compiler/universe.py assembles it with the dialects and targets."""
+lossgrad_compiler/universe.py assembles it with the dialects and lossgrad-opt's outputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from xdsl.passes import ModulePass
 
-from lossgrad_compiler.registry import factories
+from lossgrad_compiler.lazy_factories import factories
 
 PASSES: dict[str, str] = {
     "lower-lossgrad": "lossgrad_compiler.passes.lower_lossgrad:LowerLossgradPass",

@@ -52,12 +52,12 @@ class AscendcPlanBuffersPass(ModulePass):
     ub_bytes: int = 0  # 0: the SoC's UB size
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        target = soc(self.soc)
-        capacity = self.ub_bytes or target.ub_bytes
+        chip = soc(self.soc)
+        capacity = self.ub_bytes or chip.ub_bytes
         for kernel in [k for k in op.walk() if isinstance(k, asc.KernelOp)]:
             place_temps(kernel)
             plan_queue_buffers(kernel)
-            choose_tile_length(kernel, capacity, target.select_scratch, target.name)
+            choose_tile_length(kernel, capacity, chip.select_scratch, chip.name)
 
 
 # --------------------------------------------------------------------------- placement

@@ -49,7 +49,7 @@ PREBUILD = """
 import pathlib, sys
 import lossgrad_compiler
 from lossgrad_compiler.backends.ort.build import toolchain
-from lossgrad_compiler.runtime.ort_source import kernel_library_source
+from lossgrad_compiler.targets.ort_library import kernel_library_source
 from lossgrad_compiler.backends.ort.prebuilt import build_prebuilt
 
 build_lib = pathlib.Path(sys.argv[1]).resolve()

@@ -20,9 +20,9 @@ from onnx import ModelProto
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, toolchain
-from lossgrad_compiler.runtime import ort as runtime_ort
-from lossgrad_compiler.runtime.ort import kernel_library_source, library_path
 from lossgrad_compiler.runtime.ort_io import run_session
+from lossgrad_compiler.targets import ort_library
+from lossgrad_compiler.targets.ort_library import kernel_library_source, library_path
 
 FEED_NAMES = ("go", "x", "t")
 FEEDS: dict[str, str] = {
@@ -38,8 +38,8 @@ ENV_LIBRARY = "LOSSGRAD_TEST_ORT_LIBRARY"
 
 if os.environ.get(ENV_LIBRARY):
     _library = os.environ[ENV_LIBRARY]
-    runtime_ort.library_path = lambda: _library  # what session() and run_native() load
-    library_path = runtime_ort.library_path
+    ort_library.library_path = lambda: _library  # what session() and run_native() load
+    library_path = ort_library.library_path
 
 
 def native_library() -> str:

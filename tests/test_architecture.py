@@ -1,9 +1,12 @@
-"""Imports point one way: spec → dialects → passes → backends → runtime/targets/driver → cli.
+"""Imports point one way: spec → dialects → passes → frontend → backends → runtime → pipeline
+→ targets/driver/evaluation → cli.
 
 The graph comes from the source (tests/helpers/imports.py): module-level imports between the
 project's modules, `if TYPE_CHECKING:` blocks left out (annotations only). A module may
 import its own layer and the layers below it; there is no cycle; an import inside a function
-exists only to defer a heavy dependency, and a comment beside it says which."""
+exists only to defer a heavy dependency, and a comment beside it says which. runtime/ loads
+and runs what a target made: no module of it imports the driver, the pipeline or the
+lowering, anywhere in it."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pytest
 
 from tests.helpers.imports import (
     cycles,
+    every_import,
     import_graph,
     layer_of,
     module_files,
@@ -20,21 +24,29 @@ from tests.helpers.imports import (
 )
 
 LAYERS: list[tuple[str, list[str]]] = [
-    ("spec", ["lossgrad_compiler.errors", "lossgrad_compiler.spec", "lossgrad_compiler.registry"]),
-    ("ONNX helpers and reference", ["lossgrad_compiler.reference", "lossgrad_compiler.onnx"]),
+    (
+        "spec",
+        ["lossgrad_compiler.errors", "lossgrad_compiler.spec", "lossgrad_compiler.lazy_factories"],
+    ),
+    (
+        "ONNX helpers, reference and calls",
+        ["lossgrad_compiler.reference", "lossgrad_compiler.onnx", "lossgrad_compiler.calls"],
+    ),
     ("graph fusion", ["lossgrad_compiler.fusion"]),
     ("dialects", ["lossgrad_compiler.dialects", "lossgrad_compiler.context"]),
     ("level 2", ["lossgrad_compiler.level2", "lossgrad_compiler.interpreter"]),
     ("passes", ["lossgrad_compiler.passes"]),
     ("frontend", ["lossgrad_compiler.frontend"]),
     ("backends", ["lossgrad_compiler.backends"]),
+    ("runtime", ["lossgrad_compiler.runtime"]),
+    ("pipeline", ["lossgrad_compiler.pipeline"]),
     (
-        "runtime and driver",
+        "targets and driver",
         [
-            "lossgrad_compiler.runtime",
             "lossgrad_compiler.torch",
             "lossgrad_compiler.targets",
             "lossgrad_compiler.driver",
+            "lossgrad_compiler.evaluation",
             "lossgrad_compiler.model_files",
             "lossgrad_compiler.output_files",
         ],
@@ -94,6 +106,34 @@ def test_named_directions(importer: str, forbidden: str) -> None:
         if _within(t, forbidden)
     ]
     assert at_module_level + inside == []
+
+
+RUNTIME_MAY_NOT_IMPORT = (
+    "lossgrad_compiler.driver",
+    "lossgrad_compiler.pipeline",
+    "lossgrad_compiler.frontend",  # its package imports the lowering
+    "lossgrad_compiler.passes.lower_lossgrad",
+    "lossgrad_compiler.evaluation",
+    "lossgrad_compiler.targets",
+)
+"""What compiles: runtime/ gets what a target made and never reaches back for it."""
+
+
+def runtime_imports_that_compile(modules: dict[str, Path]) -> list[str]:
+    """Every import, anywhere in a module of runtime/, of what compiles."""
+    return [
+        f"{module}:{line} imports {name}"
+        for module, path in modules.items()
+        if _within(module, "lossgrad_compiler.runtime")
+        for line, name in every_import(module, path)
+        if any(_within(name, forbidden) for forbidden in RUNTIME_MAY_NOT_IMPORT)
+    ]
+
+
+def test_runtime_imports_neither_the_driver_nor_the_lowering() -> None:
+    """Checked on every import statement of runtime/ (ast), deferred ones and annotations
+    included: the pipeline hands runtime/ only what a target made."""
+    assert runtime_imports_that_compile(MODULES) == []
 
 
 def test_no_import_cycle() -> None:
@@ -159,6 +199,14 @@ def test_checker_finds_a_cycle_through_relative_imports(tmp_path: Path) -> None:
         {"__init__.py": "", "a.py": "from . import b\n", "b.py": "from .a import thing\n"},
     )
     assert cycles(import_graph(modules).edges) == [["pkg.a", "pkg.b"]]
+
+
+def test_checker_finds_a_deferred_import_of_the_driver_in_runtime(tmp_path: Path) -> None:
+    text = "def f():\n    # defers it\n    from lossgrad_compiler import driver\n"
+    path = tmp_path / "runtime_x.py"
+    path.write_text(text)
+    found = runtime_imports_that_compile({"lossgrad_compiler.runtime.x": path})
+    assert found == ["lossgrad_compiler.runtime.x:3 imports lossgrad_compiler.driver"]
 
 
 def test_checker_reads_the_comment_of_a_function_local_import(tmp_path: Path) -> None:

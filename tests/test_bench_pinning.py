@@ -10,7 +10,7 @@ import os
 import pytest
 
 from benchmarks import bench_ort_native as bench
-from lossgrad_compiler.runtime.ort import native_library
+from lossgrad_compiler.targets.ort_library import native_library
 
 
 @pytest.mark.parametrize(

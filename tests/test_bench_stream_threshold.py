@@ -10,7 +10,8 @@ import pytest
 from benchmarks import bench_stream_threshold as bench
 from benchmarks.bench_ort_native import attrs_for
 from lossgrad_compiler import reference
-from lossgrad_compiler.runtime.ort import native_library, session_options
+from lossgrad_compiler.runtime.ort import session_options
+from lossgrad_compiler.targets.ort_library import native_library
 
 pytestmark = pytest.mark.skipif(
     native_library() is None, reason="needs the native ORT kernel library (a C++ compiler)"
@@ -23,7 +24,7 @@ def test_chain_feeds_the_first_result_to_the_second_node(form: str) -> None:
     inputs = bench.make_inputs(op, 64, np.dtype(np.float32), form=form)
     attrs = attrs_for(op, form)
     model = bench.chain_model(op, np.dtype(np.float32), form, 2)
-    sess = ort.InferenceSession(model.SerializeToString(), session_options(True))
+    sess = ort.InferenceSession(model.SerializeToString(), session_options(native_library()))
     feeds = {"go": inputs["grad_output"], "x": inputs["self"], "t": inputs["target"]}
     (got,) = sess.run(None, feeds)
     first = reference.evaluate(op, inputs, attrs)

@@ -14,8 +14,8 @@ import onnx
 import pytest
 
 from lossgrad_compiler import examples
-from lossgrad_compiler.driver import CompileError, compile_model
-from lossgrad_compiler.errors import InvalidArgumentError
+from lossgrad_compiler.driver import compile_model
+from lossgrad_compiler.errors import CompileError, InvalidArgumentError
 from lossgrad_compiler.targets import (
     ENTRY_POINT_GROUP,
     Artifact,

@@ -194,7 +194,7 @@ def _unavailable(monkeypatch, module: str) -> None:
 
 
 def test_ort_target_unavailable_is_one_line(tmp_path: Path, monkeypatch, capsys):
-    _unavailable(monkeypatch, "lossgrad_compiler.runtime.ort")
+    _unavailable(monkeypatch, "lossgrad_compiler.targets.ort_library")
     source = write(tmp_path / "in.onnx", good_model().SerializeToString())
     assert cli.main([str(source), "-o", str(tmp_path / "o.onnx"), "--target", "ort"]) == 1
     err = capsys.readouterr().err
@@ -206,10 +206,9 @@ def test_ort_target_writes_the_functions_model_and_copies_the_library(
     tmp_path: Path, monkeypatch, capsys
 ):
     library = write(tmp_path / "liblossgrad_ort.so", b"not really a library")
-    fake = types.ModuleType("lossgrad_compiler.runtime.ort")
+    fake = types.ModuleType("lossgrad_compiler.targets.ort_library")
     fake.library_path = lambda: str(library)  # type: ignore[attr-defined]
-    fake.prepare_model = lambda model: model  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "lossgrad_compiler.runtime.ort", fake)
+    monkeypatch.setitem(sys.modules, "lossgrad_compiler.targets.ort_library", fake)
     source = write(tmp_path / "in.onnx", good_model().SerializeToString())
     out_dir = tmp_path / "deploy"
     status = cli.main([str(source), "-o", str(out_dir / "m.onnx"), "--target", "ort"])
@@ -508,10 +507,9 @@ def _fake_ort_runtime(tmp_path: Path, monkeypatch) -> Path:
     """A runtime module whose library_path() is a small file in tmp_path/cache."""
     (tmp_path / "cache").mkdir()
     library = write(tmp_path / "cache" / "liblossgrad_ort.so", b"not really a library")
-    fake = types.ModuleType("lossgrad_compiler.runtime.ort")
+    fake = types.ModuleType("lossgrad_compiler.targets.ort_library")
     fake.library_path = lambda: str(library)  # type: ignore[attr-defined]
-    fake.prepare_model = lambda model: model  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "lossgrad_compiler.runtime.ort", fake)
+    monkeypatch.setitem(sys.modules, "lossgrad_compiler.targets.ort_library", fake)
     return library
 
 

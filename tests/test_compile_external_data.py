@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from lossgrad_compiler import compile_model
-from lossgrad_compiler.driver import CompileError
+from lossgrad_compiler.errors import CompileError
 from tests.helpers.tolerances import assert_close
 from tests.test_ort_external_data import _expected, _feeds, _with_location, external_data_model
 

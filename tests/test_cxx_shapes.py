@@ -9,8 +9,8 @@ from pathlib import Path
 from lossgrad_compiler import examples, spec
 from lossgrad_compiler.backends.ascendc import emit_project
 from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_header, lossgrad_shapes_source
-from lossgrad_compiler.driver import lower_model
-from lossgrad_compiler.runtime.ort import kernel_library_source as library_source
+from lossgrad_compiler.pipeline import lowered_model
+from lossgrad_compiler.targets.ort_library import kernel_library_source as library_source
 
 
 def test_the_ort_library_compiles_the_shared_checks() -> None:
@@ -26,7 +26,7 @@ def test_the_ort_library_compiles_the_shared_checks() -> None:
 
 
 def test_every_ascendc_project_ships_the_same_checks(tmp_path: Path) -> None:
-    _, module = lower_model(examples.example_model())
+    _, module = lowered_model(examples.example_model())
     emit_project(module, tmp_path)
     headers = sorted(tmp_path.rglob("op_api/lossgrad_shapes.h"))
     assert len(headers) == len(examples.example_model().graph.node)  # one project per node

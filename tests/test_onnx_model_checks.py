@@ -13,8 +13,9 @@ from onnx import TensorProto, helper
 
 from lossgrad_compiler import cli, spec
 from lossgrad_compiler import onnx as lo
-from lossgrad_compiler.driver import CompileError, compile_model, lower_model
-from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentError
+from lossgrad_compiler.driver import compile_model
+from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, CompileError, InvalidArgumentError
+from lossgrad_compiler.pipeline import lowered_model
 
 F32 = TensorProto.FLOAT
 KL = "KlDivBackward"
@@ -56,7 +57,7 @@ def one_node(version: int | None) -> onnx.ModelProto:
 def test_other_lossgrad_opset_versions_are_rejected_with_161002(version: int, tmp_path, capsys):
     model = one_node(version)
     message = re.escape(f"imports {spec.DOMAIN} version {version}; versions 1 to 2 exist")
-    for run in (compile_model, lo.check_model, lower_model):
+    for run in (compile_model, lo.check_model, lowered_model):
         with pytest.raises(InvalidArgumentError, match=message) as raised:
             run(model)
         assert raised.value.code == ACLNN_ERR_PARAM_INVALID
@@ -238,7 +239,7 @@ def test_structurally_invalid_models_are_not_compiled(case: str, tmp_path, capsy
         with pytest.raises(CompileError, match="the model is not valid ONNX: .*" + message):
             compile_model(model, mode=mode)
     with pytest.raises(CompileError, match=message):
-        lower_model(model)
+        lowered_model(model)
     path = tmp_path / "in.onnx"
     onnx.save(model, path)
     assert cli.main([str(path), "-o", str(tmp_path / "out.onnx")]) == 1

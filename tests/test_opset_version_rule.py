@@ -18,10 +18,11 @@ from onnx import TensorProto, helper
 
 from lossgrad_compiler import cli, spec
 from lossgrad_compiler import onnx as lo
-from lossgrad_compiler.driver import compile_model, import_checked, lower_model
+from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentError
-from lossgrad_compiler.runtime import ascendc as ascendc_runtime
-from lossgrad_compiler.runtime import ort as ort_runtime
+from lossgrad_compiler.evaluation import ascendc as ascendc_evaluation
+from lossgrad_compiler.evaluation import ort as ort_evaluation
+from lossgrad_compiler.pipeline import import_checked, lowered_model
 
 FEEDS = {
     "go": np.ones((), np.float32),
@@ -47,11 +48,11 @@ ENTRY_POINTS: dict[str, Callable[[onnx.ModelProto], Any]] = {
     "check_model": lo.check_model,
     "compile_model": compile_model,
     "import_checked": import_checked,
-    "lower_model": lower_model,
+    "lowered_model": lowered_model,
     "run_reference": lambda model: lo.run_reference(model, FEEDS),
     "reference_evaluator": lo.reference_evaluator,
-    "runtime.ort.session": lambda model: ort_runtime.session(model, native=False),
-    "runtime.ascendc.session": ascendc_runtime.session,
+    "evaluation.ort.session": lambda model: ort_evaluation.session(model, native=False),
+    "evaluation.ascendc.session": ascendc_evaluation.session,
 }
 
 REFUSALS = {

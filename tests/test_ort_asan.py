@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lossgrad_compiler.backends.ort import build
-from lossgrad_compiler.runtime.ort import kernel_library_source as library_source
+from lossgrad_compiler.targets.ort_library import kernel_library_source as library_source
 
 SANITIZE_FLAGS = (
     "-O1",

@@ -30,7 +30,8 @@ from lossgrad_compiler.backends.ort.build import (
     find_compiler,
     find_headers,
 )
-from lossgrad_compiler.runtime import ort as runtime_ort
+from lossgrad_compiler.evaluation import ort as native_ort
+from lossgrad_compiler.targets import ort_library
 from tests.helpers import isolated
 from tests.helpers.cases import make_case
 from tests.helpers.tolerances import assert_close
@@ -109,19 +110,19 @@ def test_fallback_warns_once_and_runs_the_functions(monkeypatch: pytest.MonkeyPa
     def unavailable() -> Path:
         raise NativeUnavailableError("no C++ compiler found (test)")
 
-    monkeypatch.setattr(runtime_ort, "library_path", unavailable)
-    runtime_ort.native_library.cache_clear()
+    monkeypatch.setattr(ort_library, "library_path", unavailable)
+    ort_library.native_library.cache_clear()
     try:
         case = make_case("SmoothL1LossBackward", {"reduction": "sum", "beta": 0.5}, (3,), (3,), ())
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            first = runtime_ort.run_native(case_model(case), feeds_of(case.inputs))[0]
-            second = runtime_ort.run_native(case_model(case), feeds_of(case.inputs))[0]
+            first = native_ort.run_native(case_model(case), feeds_of(case.inputs))[0]
+            second = native_ort.run_native(case_model(case), feeds_of(case.inputs))[0]
         messages = [str(w.message) for w in caught if "native ORT kernels" in str(w.message)]
         assert len(messages) == 1 and "no C++ compiler" in messages[0]
         np.testing.assert_array_equal(first, second)
     finally:
-        runtime_ort.native_library.cache_clear()
+        ort_library.native_library.cache_clear()
 
 
 def test_fetch_script_is_pinned() -> None:
@@ -136,10 +137,10 @@ def test_fetch_script_is_pinned() -> None:
 def test_library_path_is_what_register_custom_ops_library_takes() -> None:
     """The README's registration line, as written: a raw model straight into ORT."""
     library = native_library()
-    assert isinstance(runtime_ort.library_path(), str)
+    assert isinstance(ort_library.library_path(), str)
     case = make_case("KlDivBackward", {"reduction": "sum", "log_target": 1}, (2, 3), (3,), ())
     so = ort.SessionOptions()
-    so.register_custom_ops_library(runtime_ort.library_path())
+    so.register_custom_ops_library(ort_library.library_path())
     sess = ort.InferenceSession(
         case_model(case).SerializeToString(), so, providers=["CPUExecutionProvider"]
     )
@@ -208,7 +209,8 @@ SESSION_SCRIPT = textwrap.dedent(
     import pathlib, sys
     import onnx, onnxruntime as ort
     from lossgrad_compiler import cli, reference
-    from lossgrad_compiler.runtime import ort as native
+    from lossgrad_compiler.evaluation import ort as native
+    from lossgrad_compiler.targets.ort_library import library_path
     from tests.helpers.cases import make_case
     from tests.helpers.tolerances import assert_close
     from tests.ort_native_support import case_model, feeds_of
@@ -221,7 +223,7 @@ SESSION_SCRIPT = textwrap.dedent(
     out = work / "deploy" / "m.onnx"
     assert cli.main([str(work / "in.onnx"), "-o", str(out), "--target", "ort", "-q"]) == 0
     so = ort.SessionOptions()
-    so.register_custom_ops_library(str(out.parent / pathlib.Path(native.library_path()).name))
+    so.register_custom_ops_library(str(out.parent / pathlib.Path(library_path()).name))
     (copied,) = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"]).run(
         None, feeds
     )
@@ -229,7 +231,7 @@ SESSION_SCRIPT = textwrap.dedent(
     (sess,) = native.session(case_model(case)).run(None, feeds)
     for got in (copied, ran, sess):
         assert_close(got, want, compute=case.compute_dtype, tight=True)
-    print("ok", native.library_path())
+    print("ok", library_path())
     """
 )
 
@@ -267,7 +269,8 @@ FALLBACK_SCRIPT = textwrap.dedent(
     """
     import warnings
     from lossgrad_compiler import reference
-    from lossgrad_compiler.runtime import ort as native
+    from lossgrad_compiler.evaluation import ort as native
+    from lossgrad_compiler.targets.ort_library import library_path
     from tests.helpers.cases import make_case
     from tests.helpers.tolerances import assert_close
     from tests.ort_native_support import case_model, feeds_of

@@ -146,12 +146,11 @@ def test_a_level_missing_from_the_installation_is_the_project_s_message(
 def test_a_library_removed_after_it_was_found_is_the_project_s_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lossgrad_compiler.runtime import ort as runtime_ort
+    from lossgrad_compiler.runtime.ort import session_options
 
     gone = tmp_path / "liblossgrad_ort-native-0.so"
-    monkeypatch.setattr(runtime_ort, "native_library", lambda: str(gone))
     with pytest.raises(NativeUnavailableError) as raised:
-        runtime_ort.session_options()
+        session_options(str(gone))
     assert str(raised.value) == (
         f"the native ORT kernel library {gone} (built here for this machine's CPU) is "
         "missing: it was removed after this process found it; start a new process to build "

@@ -13,7 +13,7 @@ from onnx import helper
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
-from lossgrad_compiler.runtime.ort import session
+from lossgrad_compiler.evaluation.ort import session
 from tests.ort_native_support import native_library, native_session, node_model, run
 
 F32 = np.float32

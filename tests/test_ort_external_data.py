@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import reference
-from lossgrad_compiler.runtime import ort as native
+from lossgrad_compiler.evaluation import ort as native
 from lossgrad_compiler.runtime.external_data import ExternalDataError
 from tests.helpers.tolerances import assert_close
 

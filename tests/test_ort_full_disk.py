@@ -101,7 +101,7 @@ RUN_SCRIPT = textwrap.dedent(
     """
     import pathlib, sys, warnings
     from lossgrad_compiler import reference
-    from lossgrad_compiler.runtime import ort as native
+    from lossgrad_compiler.evaluation import ort as native
     from tests.helpers.cases import make_case
     from tests.helpers.tolerances import assert_close
     from tests.ort_native_support import case_model, feeds_of

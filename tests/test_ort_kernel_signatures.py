@@ -25,7 +25,7 @@ ALL_INPUTS = list(itertools.product(spec.FLOAT_TYPES, repeat=len(spec.INPUT_NAME
 
 def printed_variants(op: spec.OperatorSpec, inputs: Inputs) -> list[Variant]:
     """The variants of one op for inputs of these types, from their level 2 in the
-    library's form (the pipeline's lowering, as runtime.ort gets it)."""
+    library's form (the pipeline's lowering, as targets.ort_library gets it)."""
     signatures = [v.signature for v in variant_signatures(op, inputs)]
     module = lower_signatures(signatures, LIBRARY_FORM)
     lowered = {f.name: f for f in level2.signature_functions(module)}

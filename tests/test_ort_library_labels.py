@@ -10,7 +10,7 @@ import re
 import pytest
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.runtime.ort import kernel_library_source
+from lossgrad_compiler.targets.ort_library import kernel_library_source
 
 LABEL = re.compile(r"^// (K\d+) serves \(.*\)\n((?://   .*\n)+)struct \1 \{", re.MULTILINE)
 USE = re.compile(r"^//   (\w+), (\w+) -> (\w+), (.*): (.*)$")

@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.runtime.ort import prepare_model, run_native, session
+from lossgrad_compiler.evaluation.ort import prepare_model, run_native, session
 from lossgrad_compiler.runtime.ort_io import run_session
 from tests.helpers.cases import DTYPES, OP_TYPES, fits, full_matrix, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches

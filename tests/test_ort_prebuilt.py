@@ -25,7 +25,7 @@ import pytest
 from lossgrad_compiler.backends.build_cache import manifest_problem
 from lossgrad_compiler.backends.ort import prebuilt
 from lossgrad_compiler.backends.ort.build import ENV_MARCH, NativeUnavailableError, toolchain
-from lossgrad_compiler.runtime.ort_source import kernel_library_source
+from lossgrad_compiler.targets.ort_library import kernel_library_source
 from tests.helpers.cases import DTYPES, OP_TYPES, make_case, standard_cases
 from tests.ort_native_support import (
     ENV_LIBRARY,
@@ -203,9 +203,9 @@ def test_the_native_numerics_tests_pass_with_the_level(prebuilt_dir: Path, level
 
 @pytest.fixture
 def choice(monkeypatch: pytest.MonkeyPatch, prebuilt_dir: Path):
-    """runtime.ort with the prebuilt set of `prebuilt_dir` as the installation's, and the
+    """targets.ort_library with the prebuilt set of `prebuilt_dir` as the installation's, and the
     library_path() cache cleared around each test."""
-    from lossgrad_compiler.runtime import ort as runtime_ort
+    from lossgrad_compiler.targets import ort_library as runtime_ort
 
     monkeypatch.setattr(prebuilt, "PREBUILT_DIR", prebuilt_dir)
     monkeypatch.setattr(

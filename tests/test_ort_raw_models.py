@@ -21,10 +21,10 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.backends.ort.glue_printer import foreign_attribute_names
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentError, LossGradError
+from lossgrad_compiler.evaluation.ort import session
 from lossgrad_compiler.onnx.attributes import attributes_from_protos
 from lossgrad_compiler.onnx.opsets import check_opset_imports
-from lossgrad_compiler.runtime.ort import kernel_library_source as library_source
-from lossgrad_compiler.runtime.ort import session
+from lossgrad_compiler.targets.ort_library import kernel_library_source as library_source
 from tests.ort_native_support import native_library, node_model
 
 F32 = np.float32

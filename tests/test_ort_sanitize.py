@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from lossgrad_compiler import reference
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
 from lossgrad_compiler.backends.ort import build
-from lossgrad_compiler.runtime.ort import kernel_library_source as library_source
-from lossgrad_compiler.runtime.ort import library_path, run_native
+from lossgrad_compiler.evaluation.ort import run_native
+from lossgrad_compiler.targets.ort_library import kernel_library_source as library_source
+from lossgrad_compiler.targets.ort_library import library_path
 from tests.helpers.cases import make_case
 from tests.ort_native_support import feeds_of, native_library, node_model
 

@@ -16,7 +16,8 @@ import pytest
 from xdsl.dialects.builtin import StringAttr
 
 from lossgrad_compiler import cli, examples, spec
-from lossgrad_compiler.driver import CompileError, clear_cache, compile_model
+from lossgrad_compiler.driver import clear_cache, compile_model
+from lossgrad_compiler.errors import CompileError
 from lossgrad_compiler.frontend import lowering
 from lossgrad_compiler.targets import Produces, get_target, registered
 from lossgrad_compiler.targets.registry import ENTRY_POINT_GROUP, OWN_DISTRIBUTION

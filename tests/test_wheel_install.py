@@ -27,14 +27,16 @@ from lossgrad_compiler.backends.ort.build import NativeUnavailableError, find_co
 from tests.helpers import dists
 from tests.test_docs_blocks import by_language
 
-NATIVE_BLOCK = next(b for b in by_language("python") if "native.library_path()" in b.code)
+NATIVE_BLOCK = next(
+    b for b in by_language("python") if "register_custom_ops_library(library_path())" in b.code
+)
 
 # After the page's block, in the same process: what it used, for the checks below.
 REPORT = """
 import lossgrad_compiler, pathlib, sys
 from lossgrad_compiler.backends.ort import build
 print("PACKAGE", pathlib.Path(lossgrad_compiler.__file__).parent)
-print("LIBRARY", native.library_path())
+print("LIBRARY", library_path())
 print("OUTPUTS", [o.shape for o in outputs], sess.get_outputs()[0].name)
 """
 

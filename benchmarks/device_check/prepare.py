@@ -19,10 +19,12 @@ import numpy as np
 
 from benchmarks.device_check import bundle, cases, wheels
 from lossgrad_compiler import examples, level2, reference, spec
-from lossgrad_compiler.backends.iree import IreeTarget, compile_module
-from lossgrad_compiler.frontend.lowering import lower_signatures
-from lossgrad_compiler.frontend.signature import Signature, signature_of
+from lossgrad_compiler.backends.iree import IreeOptions, compile_module
+from lossgrad_compiler.calls import checked_call
+from lossgrad_compiler.frontend.signature import Signature
 from lossgrad_compiler.onnx.attributes import attributes_from_node
+from lossgrad_compiler.pipeline import level2 as level2_of
+from lossgrad_compiler.pipeline import signature
 
 DEFAULT_GPU = "sm_80"
 """IREE 3.13 compiles nothing for sm_90 ('missing GPU target in #hal.executable.target': its
@@ -32,20 +34,20 @@ EXAMPLE_BATCH = 32
 
 
 def signature_for(op: str, inputs: dict[str, np.ndarray], attrs: dict[str, Any]) -> Signature:
-    infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}
-    return signature_of(spec.validate(op, infos, attrs))
+    """The signature of one call, checked by the pipeline's one check."""
+    return signature(checked_call(op, inputs, attrs).checked)
 
 
 def compile_group(
-    name: str, signatures: list[Signature], target: IreeTarget, folder: Path
+    name: str, signatures: list[Signature], options: IreeOptions, folder: Path
 ) -> tuple[bundle.ModuleEntry, dict[str, list[str]]]:
     """One module for `signatures`, copied into the bundle; and the inputs each function's
     level-2 body reads."""
-    module = lower_signatures(signatures)
+    module = level2_of(signatures)
     reads = {
         f.name: [o.name for o in f.operands if o.reads] for f in level2.signature_functions(module)
     }
-    path = compile_module(module, target)
+    path = compile_module(module, options)
     relative = f"{bundle.MODULES}/{name}.vmfb"
     (folder / bundle.MODULES).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, folder / relative)
@@ -54,12 +56,12 @@ def compile_group(
 
 
 def benchmark_entries(
-    sizes: tuple[int, ...], types: tuple[str, ...], target: IreeTarget, folder: Path
+    sizes: tuple[int, ...], types: tuple[str, ...], options: IreeOptions, folder: Path
 ) -> tuple[bundle.ModuleEntry, list[bundle.CaseEntry]]:
     chosen = cases.benchmark_set(sizes, types)
     smallest = {(c.op, c.type_name): c for c in reversed(chosen)}
     by_kind = {k: signature_for(c.op, c.inputs(), c.attrs) for k, c in smallest.items()}
-    module, reads = compile_group("benchmark", list(by_kind.values()), target, folder)
+    module, reads = compile_group("benchmark", list(by_kind.values()), options, folder)
     entries = []
     for case in chosen:
         inputs = case.inputs()
@@ -97,11 +99,11 @@ def example_calls() -> list[tuple[str, str, dict[str, np.ndarray], dict[str, Any
 
 
 def example_entries(
-    target: IreeTarget, folder: Path
+    options: IreeOptions, folder: Path
 ) -> tuple[bundle.ModuleEntry, list[bundle.CaseEntry]]:
     calls = example_calls()
     signatures = [signature_for(op, inputs, attrs) for _, op, inputs, attrs in calls]
-    module, reads = compile_group("example", signatures, target, folder)
+    module, reads = compile_group("example", signatures, options, folder)
     (folder / bundle.EXAMPLES).mkdir(parents=True, exist_ok=True)
     entries = []
     for (node, op, inputs, attrs), sig in zip(calls, signatures, strict=True):
@@ -143,19 +145,20 @@ def prepare(
 ) -> bundle.Manifest:
     """Write the bundle into `folder` (replacing an earlier bundle there)."""
     if backend == "cuda":
-        target = IreeTarget("cuda", gpu=arch or DEFAULT_GPU)
+        options = IreeOptions("cuda", gpu=arch or DEFAULT_GPU)
     else:
-        target = IreeTarget(backend, cpu=arch or "host")
+        options = IreeOptions(backend, cpu=arch or "host")
     fresh_folder(folder)
     manifest = bundle.Manifest(
-        backend=target.backend,
-        arch=(target.gpu or DEFAULT_GPU) if target.backend == "cuda" else target.cpu,
+        backend=options.backend,
+        arch=(options.gpu or DEFAULT_GPU) if options.backend == "cuda" else options.cpu,
         iree_compiler=metadata.version("iree-base-compiler"),
         iree_runtime=metadata.version("iree-base-runtime"),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     # the examples first: they are quick, and the run starts no case after its time budget
-    for build in (example_entries(target, folder), benchmark_entries(sizes, types, target, folder)):
+    builds = (example_entries(options, folder), benchmark_entries(sizes, types, options, folder))
+    for build in builds:
         module, entries = build
         manifest.modules[Path(module.file).stem] = module
         manifest.cases += entries

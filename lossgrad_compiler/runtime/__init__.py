@@ -1,18 +1,4 @@
-"""Building, caching and loading the native ONNX Runtime kernel library; session helpers.
-
-`library_path`, `run_native` and `session` are imported on first use: what only prints or
-builds the library (runtime.ort_source, the wheel's prebuilt libraries) needs no
-onnxruntime."""
-
-from typing import Any
-
-__all__ = ["library_path", "run_native", "session"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        # defers onnxruntime, which only loading and running the library needs
-        from lossgrad_compiler.runtime import ort
-
-        return getattr(ort, name)
-    raise AttributeError(f"module 'lossgrad_compiler.runtime' has no attribute {name!r}")
+"""Loading and running what a target made: IREE modules (iree.py), the Ascend C emulation's
+runner (ascendc.py), AscendNPU IR's CPU runner libraries (ascendnpu_ir.py) and the native
+ONNX Runtime kernel library (ort.py, ort_io.py). Nothing here compiles: the pipeline, the
+driver and the lowering are above this package (evaluation/ and targets/ use it)."""

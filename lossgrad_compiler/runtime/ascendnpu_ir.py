@@ -1,26 +1,19 @@
-"""Running the kernels AscendNPU IR schedules, on this CPU: `evaluate` with the call shape of
-`reference.evaluate`, and `evaluate_calls` for many calls (backends/ascendnpu_ir/
-cpu_runner.py builds one library per signature).
+"""Running the kernels AscendNPU IR schedules, on this CPU: `RunnerLibrary` loads the
+library backends/ascendnpu_ir/cpu_runner.py built for a signature (evaluation/ascendnpu_ir.py
+checks the calls and builds it) and runs one checked call at a time.
 
-Each call is validated by the operator contract first (errors carry the aclnn codes). Then,
-as the host does on a device, it asks the kernel's tiling function for the tiling key and
+As the host does on a device, it asks the kernel's tiling function for the tiling key and
 struct and calls the kernel's C interface with memref descriptors of the numpy arrays. The
 kernel returns its result in a buffer it allocated; it is copied and freed."""
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
-from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget
-from lossgrad_compiler.frontend.lowering import lower_signatures
-from lossgrad_compiler.frontend.signature import signature_of
-from lossgrad_compiler.runtime.calls import Call, checked_call
 
 _LIBC = ctypes.CDLL(None)
 _LIBC.free.argtypes = [ctypes.c_void_p]
@@ -129,37 +122,3 @@ class RunnerLibrary:
         if returned.allocated and returned.allocated not in {a.ctypes.data for a in arrays}:
             _LIBC.free(returned.allocated)
         return values
-
-
-def evaluate(
-    op_type: str,
-    inputs: Mapping[str, Any],
-    attrs: Mapping[str, Any] | None = None,
-    target: AscendNpuIrTarget | None = None,
-    *,
-    schedule: bool = True,
-) -> np.ndarray:
-    """The result of one call computed by AscendNPU IR's scheduled kernel on this CPU
-    (`schedule=False`: the HFusion form without HFusion's fusion and auto-schedule)."""
-    return evaluate_calls([Call(op_type, inputs, dict(attrs or {}))], target, schedule=schedule)[0]
-
-
-def evaluate_calls(
-    calls: Sequence[Call], target: AscendNpuIrTarget | None = None, *, schedule: bool = True
-) -> list[np.ndarray]:
-    """Many calls: every call validated first, then one library per signature."""
-    target = target or AscendNpuIrTarget()
-    prepared = [checked_call(call) for call in calls]
-    if not prepared:
-        return []
-    libraries: dict[str, RunnerLibrary] = {}
-    results = []
-    for checked, arrays in prepared:
-        signature = signature_of(checked)
-        if signature.id not in libraries:
-            path = runner_library(lower_signatures([signature]), target, schedule=schedule)
-            libraries[signature.id] = RunnerLibrary(path)
-        result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
-        inputs = list(arrays.values())
-        results.append(libraries[signature.id].run(signature.id, inputs, result))
-    return results

@@ -1,12 +1,11 @@
-"""Running level 2 compiled by IREE: `evaluate` with the call shape of `reference.evaluate`,
-`evaluate_calls` for many calls in one compiled module, `load` for a module on disk, and
-`session` for a whole model compiled by `lossgrad-compile --target iree`.
+"""Running what IREE compiled: `load` for a module on disk (the modules of signatures that
+evaluation/iree.py builds included), and `session` for a whole model compiled by
+`lossgrad-compile --target iree`.
 
-Every call of `evaluate` is validated by the operator contract before anything is compiled
-(errors carry the aclnn codes). IREE checks static sizes and ranks but not that dynamic sizes
-agree, so every function the IREE target exports compares them before it computes
-(backends/iree/guards.py): a module run through `load` or `session` refuses a mismatch with
-the same error instead of reading past a buffer.
+IREE checks static sizes and ranks but not that dynamic sizes agree, so every function the
+IREE target exports compares them before it computes (backends/iree/guards.py): a module
+run through `load` or `session` refuses a mismatch with the same error instead of reading
+past a buffer.
 IREE's CPU runtime flushes subnormal inputs and results to zero (its worker threads set
 FTZ/DAZ); everything else follows docs/operators.md."""
 
@@ -20,13 +19,9 @@ from typing import Any
 import numpy as np
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.iree import IreeTarget, compile_module
-from lossgrad_compiler.backends.iree.targets import iree_module
+from lossgrad_compiler.backends.iree.options import iree_module
 from lossgrad_compiler.backends.iree.whole_model import INTERFACE_KEY, ModelInterface
 from lossgrad_compiler.errors import BroadcastError
-from lossgrad_compiler.frontend.lowering import lower_signatures
-from lossgrad_compiler.frontend.signature import signature_of
-from lossgrad_compiler.runtime.calls import Call, checked_call
 
 DEVICES = ("local-task", "local-sync")
 
@@ -67,38 +62,6 @@ class LoadedModule:
 def load(path: str | Path, device: str = "local-task") -> LoadedModule:
     """A module written by the IREE target (or by iree-compile from level 2)."""
     return LoadedModule(path, device)
-
-
-def evaluate(
-    op_type: str,
-    inputs: Mapping[str, Any],
-    attrs: Mapping[str, Any] | None = None,
-    device: str = "local-task",
-    target: IreeTarget | None = None,
-) -> np.ndarray:
-    """The result of one call computed by IREE, as a numpy array of the result type."""
-    return evaluate_calls([Call(op_type, inputs, dict(attrs or {}))], device, target)[0]
-
-
-def evaluate_calls(
-    calls: Sequence[Call], device: str = "local-task", target: IreeTarget | None = None
-) -> list[np.ndarray]:
-    """Many calls: every call validated first, then one module for all their signatures."""
-    target = target or IreeTarget()
-    if target.backend != "llvm-cpu":
-        raise ValueError(f"only llvm-cpu modules run on this machine, not {target.backend}")
-    prepared = [checked_call(call) for call in calls]
-    if not prepared:
-        return []
-    signatures = [signature_of(checked) for checked, _ in prepared]
-    path = compile_module(lower_signatures(signatures), target)
-    module = load(path, device)
-    results = []
-    for checked, arrays in prepared:
-        name = signature_of(checked).id
-        out = module(name, *arrays.values())
-        results.append(out.astype(checked.result_type.dtype, copy=False))
-    return results
 
 
 class SessionInputError(ValueError):

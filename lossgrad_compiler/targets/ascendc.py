@@ -44,8 +44,8 @@ class AscendC(Target):
         soc: str = DEFAULT_SOC,
         block_dim: int | None = None,
     ) -> np.ndarray:
-        """One call through the emulated project (runtime.ascendc.emulate)."""
+        """One call through the emulated project (evaluation.ascendc.emulate)."""
         # defers the emulation's build machinery, which only evaluation needs
-        from lossgrad_compiler.runtime.ascendc import emulate
+        from lossgrad_compiler.evaluation.ascendc import emulate
 
         return emulate(op_type, inputs, attrs, soc=soc, block_dim=block_dim)

@@ -27,15 +27,15 @@ class AscendNpuIr(Target):
     def compile(self, compilation: Compilation) -> Artifact:
         try:  # defers the AscendNPU IR backend, which only this target needs
             from lossgrad_compiler.backends.ascendnpu_ir import (
-                AscendNpuIrTarget,
+                AscendNpuIrSoc,
                 signature_outputs,
                 tool,
             )
         except ImportError as err:
             raise self.unavailable(err) from None
-        target = AscendNpuIrTarget(compilation.options["soc"])
+        soc = AscendNpuIrSoc(compilation.options["soc"])
         tool("bishengir-opt")  # before any work: one line naming the extra if it is missing
-        outputs = signature_outputs(compilation.level2, target)
+        outputs = signature_outputs(compilation.level2, soc)
         kernels = sum(len(s["kernels"]) for s in outputs.summaries)
         vector_ops = sum(k["vector_op_count"] for s in outputs.summaries for k in s["kernels"])
         return Artifact(
@@ -44,7 +44,7 @@ class AscendNpuIr(Target):
             executables=outputs.executables,
             contents="the HFusion form, HIVM IR, bishengir-compile command and summary of "
             "each signature",
-            detail=f" ({target.soc_name}, {target.device}, block dim {target.block_dim})",
+            detail=f" ({soc.soc_name}, {soc.device}, block dim {soc.block_dim})",
             lines=[
                 f"bishengir-opt outlined {kernels} device kernels with {vector_ops} HIVM vector ops"
             ],
@@ -59,9 +59,9 @@ class AscendNpuIr(Target):
         soc: str = "ascend910b",
         schedule: bool = True,
     ) -> np.ndarray:
-        """One call through the scheduled kernel on this CPU (runtime.ascendnpu_ir.evaluate)."""
+        """One call through the scheduled kernel on this CPU (evaluation.ascendnpu_ir)."""
         # defers AscendNPU IR, which only evaluation needs
-        from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget
-        from lossgrad_compiler.runtime.ascendnpu_ir import evaluate
+        from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrSoc
+        from lossgrad_compiler.evaluation.ascendnpu_ir import evaluate
 
-        return evaluate(op_type, inputs, attrs, AscendNpuIrTarget(soc), schedule=schedule)
+        return evaluate(op_type, inputs, attrs, AscendNpuIrSoc(soc), schedule=schedule)

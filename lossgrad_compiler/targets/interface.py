@@ -2,11 +2,12 @@
 `lossgrad-compile` reach it by name.
 
 A target declares its name, what it produces, its options (types, defaults, choices) and the
-level-2 form it takes, and implements one `compile(compilation)`: the driver has imported and
-checked the model and lowered its signatures once (the per-signature cache every target
-shares), and hands the result down. A target may also offer `evaluate`, with
-`reference.evaluate`'s call shape. Targets register through the entry-point group
-`lossgrad_compiler.targets` (registry.py), the built-in ones as any other package would.
+level-2 form it takes, and implements one `compile(compilation)`: the driver has run the model
+through the one pipeline (pipeline.py: loaded, checked, imported, its signatures lowered once
+from the per-signature cache every consumer shares) and hands the result down. A target
+may also offer `evaluate`, with `reference.evaluate`'s call shape. Targets register through
+the entry-point group `lossgrad_compiler.targets` (registry.py), the built-in ones as any
+other package would.
 
 A target's module is imported to list its options (`--help`), so it imports its backend
 only inside `compile`/`evaluate`: a target whose extra is missing stays listed and says
@@ -14,8 +15,6 @@ which extra to install (`Target.unavailable`)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from onnx import ModelProto
+
+from lossgrad_compiler.backends.build_cache import write_atomically
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -118,9 +119,9 @@ class Compilation:
         """Level 2 of further signatures (a target that imports the model its own way, as
         IREE's importer does), from the same per-signature cache, in the target's form."""
         # defers xDSL: a target module is imported to list its options, and needs none
-        from lossgrad_compiler.frontend.lowering import lower_signatures
+        from lossgrad_compiler.pipeline import level2
 
-        return lower_signatures(signatures, self.form)
+        return level2(signatures, self.form)
 
 
 @dataclass
@@ -154,25 +155,13 @@ class Artifact:
         written = []
         for relative, data in self.files.items():
             path = root / relative
-            _write_atomic(path, data)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, data)
             if relative in self.executables:
                 path.chmod(0o755)
             written.append(path)
         root.mkdir(parents=True, exist_ok=True)
         return written
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Through a temporary file and a rename, so that readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 class Target:

@@ -39,12 +39,12 @@ class Iree(Target):
             from lossgrad_compiler.backends.iree import compile_whole_model
         except ImportError as err:
             raise self.unavailable(err) from None
-        target = iree_target(compilation.options["backend"], compilation.options["arch"])
-        vmfb, spliced = compile_whole_model(compilation.model, target, compilation.level2_of)
+        options = iree_options(compilation.options["backend"], compilation.options["arch"])
+        vmfb, spliced = compile_whole_model(compilation.model, options, compilation.level2_of)
         return Artifact(
             Produces.MODULE,
             data=vmfb,
-            detail=f" ({target.backend})",
+            detail=f" ({options.backend})",
             lines=[f"function: {spliced.interface.text()}"],
             extra=spliced,
         )
@@ -58,18 +58,19 @@ class Iree(Target):
         arch: str | None = None,
         device: str = "local-task",
     ) -> np.ndarray:
-        """One call compiled and run by IREE (runtime.iree.evaluate)."""
-        # defers IREE's runtime, which only evaluation needs
-        from lossgrad_compiler.runtime.iree import evaluate
+        """One call compiled and run by IREE (evaluation.iree.evaluate)."""
+        # defers IREE and the pipeline, which only evaluation needs
+        from lossgrad_compiler.evaluation.iree import evaluate
 
-        return evaluate(op_type, inputs, attrs, device, iree_target(backend, arch))
+        return evaluate(op_type, inputs, attrs, device, iree_options(backend, arch))
 
 
-def iree_target(backend: str, arch: str | None) -> Any:
-    """The backend's IreeTarget for the options: `arch` is the CPU of llvm-cpu, else the GPU."""
+def iree_options(backend: str, arch: str | None) -> Any:
+    """The backend's IreeOptions for the target's options: `arch` is the CPU of llvm-cpu,
+    else the GPU."""
     # defers IREE's compiler, which only this target needs
-    from lossgrad_compiler.backends.iree import IreeTarget
+    from lossgrad_compiler.backends.iree import IreeOptions
 
     if backend == "llvm-cpu":
-        return IreeTarget(backend, cpu=arch or "host")
-    return IreeTarget(backend, gpu=arch)
+        return IreeOptions(backend, cpu=arch or "host")
+    return IreeOptions(backend, gpu=arch)

@@ -31,8 +31,8 @@ class Ort(Target):
     )
 
     def compile(self, compilation: Compilation) -> Artifact:
-        try:  # defers onnxruntime and the kernel build, which only this target needs
-            from lossgrad_compiler.runtime.ort import library_path
+        try:  # defers the pipeline and the kernel build, which only this target needs
+            from lossgrad_compiler.targets.ort_library import library_path
         except ImportError as err:
             raise self.unavailable(err) from None
         from lossgrad_compiler.backends.ort.prebuilt import describe  # deferred as above

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.runtime.ascendc import Call, signature_project
+from lossgrad_compiler.evaluation.ascendc import Call, signature_project
 from tests.helpers.cases import make_case, random_array
 from tests.helpers.tolerances import TIGHT, assert_matches
 

@@ -20,7 +20,7 @@ from lossgrad_compiler.backends.ascendc.emulation import (
     flag_null_input,
     run_raw,
 )
-from lossgrad_compiler.runtime.ascendc import compile_signature, emulate
+from lossgrad_compiler.evaluation.ascendc import compile_signature, emulate
 
 F32 = np.float32
 

@@ -1,4 +1,4 @@
-"""`lossgrad_compiler.runtime.ascendc.emulate` as a user calls it: every call works, its
+"""`lossgrad_compiler.evaluation.ascendc.emulate` as a user calls it: every call works, its
 block_dim is validated, the cached runner and emulation runtime are checked and rebuilt
 when damaged, a failing runner says how it failed, and an unusable cache directory is one
 clear error naming LOSSGRAD_CACHE_DIR."""
@@ -17,7 +17,7 @@ from lossgrad_compiler import reference
 from lossgrad_compiler.backends.ascendc.build import emulator_runtime
 from lossgrad_compiler.backends.ascendc.emulation import EmulatorRunnerError, run_raw
 from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, InvalidArgumentError
-from lossgrad_compiler.runtime import ascendc
+from lossgrad_compiler.evaluation import ascendc
 from tests.helpers import isolated
 
 OP = "SmoothL1LossBackward"
@@ -35,7 +35,7 @@ TWICE_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     from lossgrad_compiler import reference
-    from lossgrad_compiler.runtime import ascendc
+    from lossgrad_compiler.evaluation import ascendc
 
     x = np.linspace(-2.0, 2.0, 40, dtype=np.float32)
     inputs = {"grad_output": np.float32(0.5), "self": x, "target": np.cos(x).astype(np.float32)}
@@ -107,15 +107,16 @@ EMULATE_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     from lossgrad_compiler import reference
-    from lossgrad_compiler.runtime import ascendc
-    from lossgrad_compiler.runtime.ascendc import checked_call, compile_signatures
+    from lossgrad_compiler.evaluation import ascendc
+    from lossgrad_compiler.calls import checked_call
+    from lossgrad_compiler.evaluation.ascendc import compile_signatures
 
     x = np.linspace(-2.0, 2.0, 40, dtype=np.float32)
     inputs = {"grad_output": np.float32(0.5), "self": x, "target": np.cos(x).astype(np.float32)}
     attrs = {"reduction": "none", "beta": 0.5}
     got = ascendc.emulate("SmoothL1LossBackward", inputs, attrs, block_dim=2)
     np.testing.assert_array_equal(got, reference.evaluate("SmoothL1LossBackward", inputs, attrs))
-    (compiled,) = compile_signatures([checked_call("SmoothL1LossBackward", inputs, attrs)])
+    (compiled,) = compile_signatures([checked_call("SmoothL1LossBackward", inputs, attrs).checked])
     print("ok", compiled.runner)
     """
 )
@@ -188,7 +189,7 @@ def test_a_failing_runner_says_what_happened(tmp_path: Path, script: str, expect
 CACHE_ERROR_SCRIPT = textwrap.dedent(
     """
     import numpy as np
-    from lossgrad_compiler.runtime import ascendc
+    from lossgrad_compiler.evaluation import ascendc
     from lossgrad_compiler.backends.build_cache import CacheDirError
 
     x = np.linspace(-2.0, 2.0, 40, dtype=np.float32)

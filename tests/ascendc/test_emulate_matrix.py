@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.runtime.ascendc import Call, emulate_calls
+from lossgrad_compiler.evaluation.ascendc import Call, emulate_calls
 from tests.ascendc.support import (
     DTYPES,
     PATTERNS,

@@ -25,7 +25,7 @@ from lossgrad_compiler.backends.ascendc.emulation import (
     run_raw,
 )
 from lossgrad_compiler.dialects.ascendc.soc import soc
-from lossgrad_compiler.runtime.ascendc import signature_project
+from lossgrad_compiler.evaluation.ascendc import signature_project
 from tests.ascendc.support import make_inputs
 
 OP = spec.KL_DIV_TARGET_BACKWARD.name

@@ -23,8 +23,8 @@ from lossgrad_compiler.dialects.ascendc.ub import (
     MAX_QUEUE_BUFFERS_PER_POSITION,
     queue_buffers,
 )
+from lossgrad_compiler.evaluation.ascendc import Call, emulate_calls, signature_project
 from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
-from lossgrad_compiler.runtime.ascendc import Call, emulate_calls, signature_project
 from tests.ascendc.support import DTYPES, EmulatedCase, check, make_inputs, tile_length
 
 EMULATOR = Path(asc_backend.__file__).parent / "emulator"

@@ -1,4 +1,4 @@
-"""`runtime.ascendc.session(model)`: a model's nodes run through the projects that
+"""`evaluation.ascendc.session(model)`: a model's nodes run through the projects that
 `compile_model(model, target="ascendc")` writes, with each call's launches (block dim and
 tiling data) read back from the emulator."""
 
@@ -20,11 +20,12 @@ from lossgrad_compiler.errors import (
     LossGradError,
     UnsupportedByBackendError,
 )
-from lossgrad_compiler.runtime import ascendc
+from lossgrad_compiler.evaluation import ascendc
+from lossgrad_compiler.runtime.ascendc import AscendcSession
 
 
 @pytest.fixture(scope="module")
-def session() -> ascendc.AscendcSession:
+def session() -> AscendcSession:
     return ascendc.session(examples.example_model())
 
 

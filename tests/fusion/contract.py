@@ -581,14 +581,15 @@ def run_ort(
 ) -> list[Any]:
     """One run of `model` in ONNX Runtime's CPU provider:
     "stock": the model as it is, with the native kernel library registered if it has
-    ai.lossgrad nodes; "runtime": lossgrad_compiler.runtime.ort.session (compile_model's
+    ai.lossgrad nodes; "runtime": lossgrad_compiler.evaluation.ort.session (compile_model's
     functions model, native kernels); "functions": the same without the library (standard
     ONNX function bodies), ORT's graph rewrites off. `optimize=False` turns them off for
     "stock" too."""
     import onnxruntime as ort
 
-    from lossgrad_compiler.runtime.ort import library_path, session
+    from lossgrad_compiler.evaluation.ort import session
     from lossgrad_compiler.runtime.ort_io import make_session, run_session
+    from lossgrad_compiler.targets.ort_library import library_path
 
     if how == "stock" and not optimize:
         options = ort.SessionOptions()

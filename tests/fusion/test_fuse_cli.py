@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from lossgrad_compiler import cli, spec
-from lossgrad_compiler.runtime.ort import session
+from lossgrad_compiler.evaluation.ort import session
 from lossgrad_compiler.runtime.ort_io import run_session
 from tests.fusion.test_fuse_graphs import FEEDS, smooth_l1_graph
 
@@ -84,12 +84,12 @@ def test_fuse_only_with_external_data(tmp_path: Path, capsys) -> None:
 
 
 def test_fuse_reassociate_is_opt_in(tmp_path: Path, capsys) -> None:
-    """The exporter's KlDivTargetBackward form groups its operations otherwise than the
+    """A hand-written KlDivTargetBackward that groups its operations otherwise than the
     operator: left by --fuse-only, fused by --fuse-only --fuse-reassociate, which says so."""
     from tests.fusion.graphs import Recipe, build
 
     source = tmp_path / "klt.onnx"
-    onnx.save(build(Recipe("klt_exporter", scale="const")).model, str(source))
+    onnx.save(build(Recipe("klt_grouped", scale="const")).model, str(source))
     out = tmp_path / "fused.onnx"
     assert cli.main([str(source), "--fuse-only", "-o", str(out)]) == 0
     printed = capsys.readouterr().out

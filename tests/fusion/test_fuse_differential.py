@@ -4,9 +4,12 @@ fusion contract (docs/fusion.md, tests/fusion/contract.py).
 Three sources of graphs, each perturbed:
 * hand-written forms (tests/fusion/graphs.py): the exporter's and the inline mode's forms
   and their near misses, with drawn constants, compute types and Casts around them (Cast
-  attributes in either order), broadcast shapes, ways of computing the scale, extra readers
-  of intermediates, If subgraphs that define the names the pass invents or read its
-  intermediates, and ai.onnx opsets 9 to 21; fused with and without reassociate=True;
+  attributes in either order), broadcast shapes, ways of computing the scale (among them a
+  seed of ones `Expand(1, Shape(x))` divided by a constant, whose dims the compiler's shape
+  inference does not know), a target reshaped in the graph from another declared shape,
+  extra readers of intermediates, If subgraphs that define the names the pass invents or
+  read its intermediates, and ai.onnx opsets 9 to 21; fused with and without
+  reassociate=True;
 * this project's inline mode (compile_model(..., mode="inline")) over drawn calls of the
   three operators in float16, float32 and float64, at opsets 13 to 21, with a constant
   nudged now and then, Casts listing `saturate` first, extra readers, colliding names;
@@ -16,7 +19,7 @@ Three sources of graphs, each perturbed:
 Every graph is fed random values mixed with NaN, infinities, signed zeros, subnormals,
 values near overflow and exp's overflow and underflow edges, and the fused model runs under
 onnx's ReferenceEvaluator (the operators' reference kernels), in stock ONNX Runtime with the
-native kernel library, and through lossgrad_compiler.runtime.ort (compile_model's functions
+native kernel library, and through lossgrad_compiler.evaluation.ort (compile_model's functions
 model, native kernels; now and then without them, the standard ONNX function bodies). The
 original runs under the ReferenceEvaluator (its meaning) and ONNX Runtime.
 
@@ -106,7 +109,9 @@ def test_hand_written_forms_keep_the_contract(
     event(f"form {recipe.form}")
     event(f"opset {recipe.opset}")
     subject = Subject(built.model, built.op_type, built.attrs, built.terms, np_type(recipe.compute))
-    _check(subject, inputs, reassociate, functions == 0)
+    # a grad_output whose dims only data propagation knows is compiled with dynamic dims: the
+    # standard-ONNX bodies' size check is where a broadcast one fails (issue 44)
+    _check(subject, inputs, reassociate, functions == 0 or recipe.scale == "ones")
 
 
 # --------------------------------------------------------------------------- inline mode

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from lossgrad_compiler import fuse, reference, spec
+from lossgrad_compiler.evaluation.ort import session
 from lossgrad_compiler.onnx.builders import IR_VERSION
-from lossgrad_compiler.runtime.ort import session
 from lossgrad_compiler.runtime.ort_io import run_session
 
 F32 = TensorProto.FLOAT

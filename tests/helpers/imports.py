@@ -137,6 +137,16 @@ def import_graph(modules: Mapping[str, Path]) -> ImportGraph:
     return ImportGraph(edges, local)
 
 
+def every_import(module: str, path: Path) -> list[tuple[int, str]]:
+    """Every name a module imports, anywhere in it (module level, inside functions, under
+    `if TYPE_CHECKING:`), with its line: relative imports made absolute."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found += [(node.lineno, name) for name in _imported_names(module, path, node)]
+    return found
+
+
 def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
     """The strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}

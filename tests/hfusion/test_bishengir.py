@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.[ascend]'")
 
 from lossgrad_compiler.backends.ascendnpu_ir import (
-    AscendNpuIrTarget,
+    AscendNpuIrSoc,
     BishengirError,
     HivmSummary,
     hivm_text,
@@ -39,7 +39,7 @@ from tests.hfusion import F16, F32
 from tests.hfusion import TYPE_GROUPS as HFUSION_TYPES
 
 TYPE_GROUPS = {k: v for k, v in HFUSION_TYPES.items() if k != "mixed_narrow"}
-TARGET = AscendNpuIrTarget()
+TARGET = AscendNpuIrSoc()
 
 
 def hfusion_functions(cases: list[Case], *, dynamic: bool) -> list[ModuleOp]:

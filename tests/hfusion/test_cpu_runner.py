@@ -35,7 +35,7 @@ pytest.importorskip("llvmlite", reason="needs llvmlite: pip install -e '.[ascend
 
 from lossgrad_compiler import cli, level2, reference
 from lossgrad_compiler import onnx as lo
-from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrTarget, hfusion_module
+from lossgrad_compiler.backends.ascendnpu_ir import AscendNpuIrSoc, hfusion_module
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import (
     CpuRunnerUnavailableError,
     build_library,
@@ -45,13 +45,13 @@ from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import (
     with_runner_entry,
 )
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import run_opt
+from lossgrad_compiler.calls import Call, checked_call
 from lossgrad_compiler.context import parse_module
 from lossgrad_compiler.errors import UnsupportedByBackendError
+from lossgrad_compiler.evaluation import ascendnpu_ir as runner
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
-from lossgrad_compiler.runtime import ascendnpu_ir as runner
 from lossgrad_compiler.runtime.ascendnpu_ir import RunnerLibrary
-from lossgrad_compiler.runtime.calls import checked_call
 from tests.helpers.cases import OP_TYPES, Case, full_matrix, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches, bits
 from tests.hfusion import F16, F32
@@ -72,7 +72,7 @@ def sums(case: Case) -> bool:
 
 
 def check(cases: list[Case], *, schedule: bool = True, exact: bool = False) -> None:
-    calls = [runner.Call(c.op_type, c.inputs, c.attrs) for c in cases]
+    calls = [Call(c.op_type, c.inputs, c.attrs) for c in cases]
     for case, got in zip(cases, runner.evaluate_calls(calls, schedule=schedule), strict=True):
         wanted = reference.evaluate(case.op_type, case.inputs, case.attrs)
         assert got.dtype == wanted.dtype and got.shape == wanted.shape, case.label
@@ -175,15 +175,16 @@ def test_a_float32_sum_into_a_0d_target_gives_the_reference() -> None:
 
 
 def scheduled(module: ModuleOp) -> str:
-    return run_opt(str(module), AscendNpuIrTarget().hfusion_options)
+    return run_opt(str(module), AscendNpuIrSoc().hfusion_options)
 
 
-def run_module(module: ModuleOp, case: Case | runner.Call, folder: Path) -> np.ndarray:
+def run_module(module: ModuleOp, case: Case | Call, folder: Path) -> np.ndarray:
     """The case computed by the scheduled kernels of `module` (uncached)."""
     (name,) = [f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp)]
     path = folder / "kernels.so"
-    build_library(llvm_ir(str(with_runner_entry(module)), AscendNpuIrTarget()), path)
-    checked, arrays = checked_call(runner.Call(case.op_type, case.inputs, case.attrs))
+    build_library(llvm_ir(str(with_runner_entry(module)), AscendNpuIrSoc()), path)
+    call = checked_call(case.op_type, case.inputs, case.attrs)
+    checked, arrays = call.checked, call.arrays
     result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
     return RunnerLibrary(path).run(name, [arrays[n] for n in checked.present], result)
 
@@ -244,7 +245,7 @@ def test_the_target_writes_the_form_that_sums_correctly(tmp_path: Path) -> None:
     origins = final_accumulators(scheduled(written))
     assert origins and all(o.startswith("linalg.fill") for o in origins), origins
     assert "hivm.hir.vmax" in (folder / "kernel.hivm.mlir").read_text()
-    call = runner.Call("KlDivTargetBackward", ISSUE_INPUTS, {"reduction": "sum"})
+    call = Call("KlDivTargetBackward", ISSUE_INPUTS, {"reduction": "sum"})
     assert run_module(written, call, tmp_path).tolist() == [1.0, 1.0, 1.0, 1.0]
 
 

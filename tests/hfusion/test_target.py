@@ -15,7 +15,7 @@ pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.
 
 from lossgrad_compiler import cli, examples
 from lossgrad_compiler.backends.ascendnpu_ir import (
-    AscendNpuIrTarget,
+    AscendNpuIrSoc,
     AscendNpuIrUnavailableError,
     BishengirError,
     summarize,
@@ -121,7 +121,7 @@ def test_float64_models_are_refused(tmp_path: Path, capsys) -> None:
 
 def test_the_target_only_names_socs_of_the_table() -> None:
     with pytest.raises(UnsupportedByBackendError, match="ascend910b, ascend910b3, ascend910_93"):
-        AscendNpuIrTarget("ascend310p")
+        AscendNpuIrSoc("ascend310p")
 
 
 HIVM = (Path(__file__).parent / "data" / "sample.hivm.mlir").read_text()

@@ -24,7 +24,7 @@ pytest.importorskip("torch", reason="needs PyTorch: pip install -e '.[torch]'")
 from benchmarks.device_check import bundle, cases, install, libcuda, timing
 from benchmarks.device_check.prepare import DEFAULT_GPU, signature_for
 from lossgrad_compiler import spec
-from lossgrad_compiler.backends.iree import IreeCompileError, IreeTarget, compile_text, module_text
+from lossgrad_compiler.backends.iree import IreeCompileError, IreeOptions, compile_text, module_text
 from lossgrad_compiler.frontend.lowering import lower_signatures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,9 +157,9 @@ def test_iree_3_13_compiles_sm_80_but_no_sm_90() -> None:
     modules are sm_80 PTX, which the driver compiles for an H200. A fixed IREE shows here."""
     inputs = cases.BenchmarkCase("MseLossBackward", "float32", 4).inputs()
     module = lower_signatures([signature_for("MseLossBackward", inputs, {"reduction": "mean"})])
-    target = IreeTarget("cuda", gpu=DEFAULT_GPU)
-    assert compile_text(module_text(module, target), target)
-    hopper = IreeTarget("cuda", gpu="sm_90")
+    options = IreeOptions("cuda", gpu=DEFAULT_GPU)
+    assert compile_text(module_text(module, options), options)
+    hopper = IreeOptions("cuda", gpu="sm_90")
     with pytest.raises(IreeCompileError, match="missing GPU target"):
         compile_text(module_text(module, hopper), hopper)
 

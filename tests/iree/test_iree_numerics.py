@@ -14,7 +14,8 @@ pytest.importorskip("iree.compiler", reason="needs IREE: pip install -e '.[iree]
 pytest.importorskip("iree.runtime", reason="needs IREE: pip install -e '.[iree]'")
 
 from lossgrad_compiler import reference, spec
-from lossgrad_compiler.runtime import iree as iree_runtime
+from lossgrad_compiler.calls import Call
+from lossgrad_compiler.evaluation import iree as iree_evaluation
 from tests.helpers.cases import OP_TYPES, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches
 
@@ -36,33 +37,13 @@ def infinite_beta_cases(dtype: Any) -> list:
     ]
 
 
-def iree_3_13_rejects(op_type: str, attrs: dict[str, Any], inputs: dict[str, np.ndarray]) -> bool:
-    """The signature class IREE 3.13's llvm-cpu codegen fails on ("'vector.contract' op
-    invalid accumulator/result vector shape"): KlDivTargetBackward with log_target 1 summed
-    into a target of one element (0-d or all ones, every dimension a sum), grad_output
-    varying along the last axis only. The body is then a
-    product of a grad_output term and a self term summed into a scalar, which IREE turns
-    into a contraction it cannot vectorise. test_iree_3_13_rejects_one_signature_class pins
-    it, so a fixed IREE shows up as a failing test."""
-    go = inputs["grad_output"].shape
-    return (
-        op_type == "KlDivTargetBackward"
-        and attrs.get("log_target") == 1
-        and inputs["target"].size == 1
-        and len(go) >= 2
-        and go[-1] != 1
-        and any(d == 1 for d in go[:-1])
-    )
-
-
 @pytest.mark.parametrize("group", TYPE_GROUPS)
 def test_every_signature_class_matches_the_reference(group: str) -> None:
     dtype = TYPE_GROUPS[group]
     cases = [c for op in OP_TYPES for c in standard_cases(op, dtype, seed=5)]
-    cases = [c for c in cases if not iree_3_13_rejects(c.op_type, c.attrs, c.inputs)]
     cases += infinite_beta_cases(dtype)
-    calls = [iree_runtime.Call(c.op_type, c.inputs, c.attrs) for c in cases]
-    results = iree_runtime.evaluate_calls(calls, device="local-sync")
+    calls = [Call(c.op_type, c.inputs, c.attrs) for c in cases]
+    results = iree_evaluation.evaluate_calls(calls, device="local-sync")
     for case, got in zip(cases, results, strict=True):
         expected = reference.evaluate(case.op_type, case.inputs, case.attrs)
         assert got.dtype == expected.dtype, case.label
@@ -75,8 +56,8 @@ def test_every_signature_class_matches_the_reference(group: str) -> None:
 
 def test_local_task_gives_the_bits_of_local_sync() -> None:
     case = make_case("KlDivTargetBackward", {"reduction": "sum"}, (64, 33), (33,), (), F32)
-    sync = iree_runtime.evaluate(case.op_type, case.inputs, case.attrs, device="local-sync")
-    task = iree_runtime.evaluate(case.op_type, case.inputs, case.attrs, device="local-task")
+    sync = iree_evaluation.evaluate(case.op_type, case.inputs, case.attrs, device="local-sync")
+    task = iree_evaluation.evaluate(case.op_type, case.inputs, case.attrs, device="local-task")
     assert sync.tobytes() == task.tobytes()
 
 
@@ -88,7 +69,7 @@ def test_float64_is_computed_in_float64() -> None:
         "target": np.array([1.0, 0.0], np.float64),
     }
     attrs = {"reduction": "none", "beta": 1.0}
-    got = iree_runtime.evaluate("SmoothL1LossBackward", inputs, attrs)
+    got = iree_evaluation.evaluate("SmoothL1LossBackward", inputs, attrs)
     assert got.dtype == np.float64
     assert got[0] != 0.0
     np.testing.assert_array_equal(got, reference.evaluate("SmoothL1LossBackward", inputs, attrs))

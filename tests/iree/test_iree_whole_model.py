@@ -17,7 +17,7 @@ pytest.importorskip("iree.runtime", reason="needs IREE: pip install -e '.[iree]'
 from lossgrad_compiler import cli, demo, examples
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.backends.iree import (
-    IreeTarget,
+    IreeOptions,
     WholeModelError,
     compile_module,
     compile_whole_model,
@@ -34,7 +34,7 @@ BATCHES = (1, 5, 32)
 
 
 def compiled(model: onnx.ModelProto, folder: Path, name: str = "model.vmfb") -> Path:
-    vmfb, _ = compile_whole_model(model, IreeTarget(), lower_signatures)
+    vmfb, _ = compile_whole_model(model, IreeOptions(), lower_signatures)
     path = folder / name
     path.write_bytes(vmfb)
     return path
@@ -304,7 +304,7 @@ def test_vulkan_refuses_f64_models(tmp_path: Path, capsys: pytest.CaptureFixture
     assert status == 1
     assert "float64" in capsys.readouterr().err
     with pytest.raises(LossGradError):
-        compile_whole_model(_f64_rank4_model(21), IreeTarget("vulkan"), lower_signatures)
+        compile_whole_model(_f64_rank4_model(21), IreeOptions("vulkan"), lower_signatures)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The Ascend C backend: level-2 IR → CANN custom-operator projects, and a CPU emulation
-that compiles and runs them (emulation.py; `lossgrad_compiler.runtime.ascendc.emulate` runs
+that compiles and runs them (emulation.py; `lossgrad_compiler.evaluation.ascendc.emulate` runs
 one call with reference.evaluate's call shape).
 
     emit_project(module, out_dir, soc="ascend910b") -> list[Path]

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from lossgrad_compiler.backends.ascendc.aclnn_printer import AclnnAttribute, attribute_params
-from lossgrad_compiler.backends.ascendc.project import Project, write_atomic
+from lossgrad_compiler.backends.ascendc.project import Project
 from lossgrad_compiler.backends.build_cache import (
     CacheDirError,
     build_notice,
@@ -37,6 +37,7 @@ from lossgrad_compiler.backends.build_cache import (
     cache_root,
     manifest_problem,
     prepare_cache_dir,
+    write_atomically,
     write_manifest,
 )
 from lossgrad_compiler.errors import UnsupportedByBackendError
@@ -306,7 +307,8 @@ def build_executable(
         try:
             with build_notice(what, _why(target, problem, "runner"), duration):
                 for relative, text in sources.items():
-                    write_atomic(work / relative, text)
+                    (work / relative).parent.mkdir(parents=True, exist_ok=True)
+                    write_atomically(work / relative, text.encode("utf-8"))
                 jobs = []
                 for unit, kind in units.items():
                     command = [cxx, *FLAGS[kind], f"-I{EMULATOR_DIR}", f"-I{work}", "-include",

@@ -3,8 +3,8 @@ against the emulation (cached) into a runner executable, which calls the aclnn t
 API exactly as a host program would. The emulation checks the hardware rules as the kernel
 runs; a violation raises EmulatorViolation with the emulator's message.
 
-`runtime.ascendc.emulate` is the entry with reference.evaluate's call shape: it validates
-each call and hands the level 2 of its signature down to `signature_project`."""
+`evaluation.ascendc.emulate` is the entry with reference.evaluate's call shape: the pipeline
+checks each call and hands the level 2 of its signature down to `signature_project`."""
 
 from __future__ import annotations
 

@@ -8,8 +8,6 @@ checks), framework/onnx_plugin, the msOpGen JSON and the build files.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from lossgrad_compiler.backends.ascendc.kernel_printer import (
     print_tiling_header,
 )
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo, signature_info
+from lossgrad_compiler.backends.build_cache import write_atomically
 from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_header
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.dialects import ascendc as asc
@@ -92,19 +91,6 @@ def print_projects(lowered: ModuleOp, soc: str = DEFAULT_SOC) -> list[Project]:
     return projects
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def emitted_files(module: ModuleOp, soc: str = DEFAULT_SOC) -> dict[str, str]:
     """Every file of one project per level-2 function of `module`, by its path relative to
     the output directory (`<signature id>/...`)."""
@@ -122,7 +108,8 @@ def emit_project(module: ModuleOp, out_dir: Path | str, soc: str = DEFAULT_SOC) 
     written = []
     for relative, text in emitted_files(module, soc).items():
         path = out / relative
-        write_atomic(path, text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, text.encode("utf-8"))
         if path.name in EXECUTABLE_FILES:
             path.chmod(0o755)
         written.append(path)

@@ -7,13 +7,17 @@ CANN's `hivmc`; each signature's folder holds that command for machines with CAN
 AscendNPU IR is the optional extra `ascend` (`pip install 'lossgrad_compiler[ascend]'`)."""
 
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
+from lossgrad_compiler.backends.ascendnpu_ir.hivm import (
+    BISHENGIR_DEVICES,
+    AscendNpuIrSoc,
+    hivm_text,
+)
 from lossgrad_compiler.backends.ascendnpu_ir.outputs import (
     Outputs,
     signature_outputs,
     signature_summary,
     write_outputs,
 )
-from lossgrad_compiler.backends.ascendnpu_ir.pipeline import TARGETS, AscendNpuIrTarget, hivm_text
 from lossgrad_compiler.backends.ascendnpu_ir.summary import HivmSummary, Kernel, summarize
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
     EXTRA_HINT,
@@ -23,9 +27,9 @@ from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
 )
 
 __all__ = [
+    "BISHENGIR_DEVICES",
     "EXTRA_HINT",
-    "TARGETS",
-    "AscendNpuIrTarget",
+    "AscendNpuIrSoc",
     "AscendNpuIrUnavailableError",
     "BishengirError",
     "HivmSummary",

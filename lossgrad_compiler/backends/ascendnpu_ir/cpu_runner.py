@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr, f32
 from xdsl.ir import Block, Region
 
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
-from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget
+from lossgrad_compiler.backends.ascendnpu_ir.hivm import AscendNpuIrSoc
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
     EXTRA_HINT,
     AscendNpuIrUnavailableError,
@@ -115,11 +115,11 @@ def with_runner_entry(module: ModuleOp) -> ModuleOp:
     return module
 
 
-def llvm_ir(hfusion: str, target: AscendNpuIrTarget, *, schedule: bool = True) -> str:
+def llvm_ir(hfusion: str, soc: AscendNpuIrSoc, *, schedule: bool = True) -> str:
     """LLVM IR of the kernels, without the runner's file-reading wrapper; `schedule=False`
     lowers the HFusion form as it is, without HFusion's fusion and auto-schedule (the form's
     own numbers, through the same CPU lowering)."""
-    hfusion_stage = target.hfusion_options if schedule else []
+    hfusion_stage = soc.hfusion_options if schedule else []
     llvm_dialect = run_opt(
         hfusion, [*hfusion_stage, f"--lower-for-cpu-runner-pipeline=wrapper-name={RUNNER_WRAPPER}"]
     )
@@ -204,7 +204,7 @@ def build_library(ir: str, path: Path) -> None:
         write_atomically(path, linked.read_bytes())
 
 
-def runner_library(level2: ModuleOp, target: AscendNpuIrTarget, *, schedule: bool = True) -> Path:
+def runner_library(level2: ModuleOp, soc: AscendNpuIrSoc, *, schedule: bool = True) -> Path:
     """The cached shared library of one signature's scheduled kernel, from a level-2 module
     of that one signature (built now if the cache has no valid one). One signature per
     module, as the target compiles them: AscendNPU IR 1.2.0 crashes on, or silently
@@ -212,11 +212,11 @@ def runner_library(level2: ModuleOp, target: AscendNpuIrTarget, *, schedule: boo
     (function,) = level2.ops
     assert isinstance(function, func.FuncOp)
     text = str(runner_module(level2))
-    parts = [text, version(), BUILD_RECIPE, *target.opt_options, f"schedule={schedule}"]
+    parts = [text, version(), BUILD_RECIPE, *soc.opt_options, f"schedule={schedule}"]
     key = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
     def build(folder: Path) -> dict[str, Path]:
-        build_library(llvm_ir(text, target, schedule=schedule), folder / LIBRARY_FILE)
+        build_library(llvm_ir(text, soc, schedule=schedule), folder / LIBRARY_FILE)
         write_atomically(folder / "kernel.hfusion.mlir", text.encode("utf-8"))
         return {LIBRARY_FILE: folder / LIBRARY_FILE}
 

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
-from lossgrad_compiler.backends.ascendnpu_ir.pipeline import AscendNpuIrTarget, hivm_text
+from lossgrad_compiler.backends.ascendnpu_ir.hivm import AscendNpuIrSoc, hivm_text
 from lossgrad_compiler.backends.ascendnpu_ir.summary import summarize
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import version
 from lossgrad_compiler.backends.build_cache import write_atomically
@@ -32,7 +32,7 @@ SUMMARY_FILE = "summary.json"
 
 
 def signature_summary(
-    function: level2.Level2Function, hfusion: func.FuncOp, hivm: str, target: AscendNpuIrTarget
+    function: level2.Level2Function, hfusion: func.FuncOp, hivm: str, soc: AscendNpuIrSoc
 ) -> dict[str, Any]:
     """The JSON summary of one signature: its level-2 function, its HFusion form and the
     HIVM IR."""
@@ -42,12 +42,12 @@ def signature_summary(
         "operator": function.op.name,
         "attributes": function.attributes,
         "element_types": [o.storage.name for o in function.operands],
-        "soc": target.soc_name,
-        "device": target.device,
-        "block_dim": target.block_dim,
+        "soc": soc.soc_name,
+        "device": soc.device,
+        "block_dim": soc.block_dim,
         "compiler": version(),
-        "pipeline": ["bishengir-opt", *target.opt_options],
-        "compile_command": target.compile_command(HFUSION_FILE, "kernel.o"),
+        "pipeline": ["bishengir-opt", *soc.opt_options],
+        "compile_command": soc.compile_command(HFUSION_FILE, "kernel.o"),
         "hfusion_ops": sum(op.name.startswith(("linalg.", "hfusion.")) for op in hfusion.body.ops),
         **summary.as_json(),
     }
@@ -62,7 +62,7 @@ class Outputs:
     summaries: list[dict[str, Any]]
 
 
-def signature_outputs(module: ModuleOp, target: AscendNpuIrTarget) -> Outputs:
+def signature_outputs(module: ModuleOp, soc: AscendNpuIrSoc) -> Outputs:
     """The files of every function of a level-2 module, made in memory."""
     functions = list(level2.signature_functions(module))
     hfusion = hfusion_module(module)
@@ -71,8 +71,8 @@ def signature_outputs(module: ModuleOp, target: AscendNpuIrTarget) -> Outputs:
     for function, converted in zip(functions, hfusion.ops, strict=True):
         assert isinstance(converted, func.FuncOp) and converted.sym_name.data == function.name
         text = str(ModuleOp([converted.clone()]))
-        hivm = hivm_text(text, target)
-        summary = signature_summary(function, converted, hivm, target)
+        hivm = hivm_text(text, soc)
+        summary = signature_summary(function, converted, hivm, soc)
         script = (
             "#!/bin/sh\n# Turns the HFusion form into an Ascend kernel binary. bishengir-compile\n"
             "# runs CANN's hivmc last: it needs the CANN toolkit on PATH.\nset -e\n"
@@ -92,10 +92,10 @@ def signature_outputs(module: ModuleOp, target: AscendNpuIrTarget) -> Outputs:
 
 
 def write_outputs(
-    module: ModuleOp, out_dir: Path, target: AscendNpuIrTarget
+    module: ModuleOp, out_dir: Path, soc: AscendNpuIrSoc
 ) -> list[dict[str, Any]]:
     """Write every signature's files under `out_dir`; their summaries."""
-    outputs = signature_outputs(module, target)
+    outputs = signature_outputs(module, soc)
     for relative, data in outputs.files.items():
         path = out_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@
 (.vmfb) for the host CPU, an explicit CPU, or a GPU (CUDA, ROCm/HIP, Vulkan).
 
 IREE is the optional extra `iree` (`pip install 'lossgrad_compiler[iree]'`); running a
-module is `lossgrad_compiler.runtime.iree`."""
+module is `lossgrad_compiler.runtime.iree`, compiling and running calls
+`lossgrad_compiler.evaluation.iree`."""
 
 from lossgrad_compiler.backends.iree.compiler import (
     IreeCompileError,
@@ -11,9 +12,9 @@ from lossgrad_compiler.backends.iree.compiler import (
     compile_text,
     module_text,
 )
-from lossgrad_compiler.backends.iree.targets import (
+from lossgrad_compiler.backends.iree.options import (
     BACKENDS,
-    IreeTarget,
+    IreeOptions,
     IreeUnavailableError,
 )
 from lossgrad_compiler.backends.iree.whole_model import (
@@ -26,7 +27,7 @@ from lossgrad_compiler.backends.iree.whole_model import (
 __all__ = [
     "BACKENDS",
     "IreeCompileError",
-    "IreeTarget",
+    "IreeOptions",
     "IreeUnavailableError",
     "ModelInterface",
     "WholeModelError",

@@ -2,8 +2,8 @@
 
 The text is what `lossgrad-opt -p lower-lossgrad` prints (IREE's input is linalg on tensors
 with arith/math bodies, which level 2 is), with each function behind the size check of
-guards.py. The level-2 module comes from the pipeline (runtime.iree lowers the signatures of
-its calls). One module holds one exported function per signature, named by the signature's
+guards.py. The level-2 module comes from the pipeline (evaluation.iree asks it for the signatures
+of its calls). One module holds one exported function per signature, named by the signature's
 id. Modules are cached by the text, the compiler's version and revision, the flags and (for
 `cpu="host"`) this machine's CPU, and validated against the manifest recorded when they
 were built."""
@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
 from lossgrad_compiler.backends.iree.guards import guard_exports
-from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
+from lossgrad_compiler.backends.iree.options import IreeOptions, iree_module
 
 MODULE_FILE = "module.vmfb"
 
@@ -31,14 +31,14 @@ class IreeCompileError(RuntimeError):
     """iree-compile rejected the module: its diagnostics, and the command line."""
 
 
-def module_text(module: ModuleOp, target: IreeTarget | None = None) -> str:
-    """The text of a level-2 module, checked against docs/level2.md and the target's types,
-    each function exported behind its run-time size check (guards.py); `module` itself is
-    left as it is."""
+def module_text(module: ModuleOp, options: IreeOptions | None = None) -> str:
+    """The text of a level-2 module, checked against docs/level2.md and the element types the
+    device of `options` runs, each function exported behind its run-time size check
+    (guards.py); `module` itself is left as it is."""
     level2.verify_level2(module)
     for function in level2.signature_functions(module):
         types = tuple(o.storage for o in function.operands)
-        (target or IreeTarget()).check_types(function.op.name, types)
+        (options or IreeOptions()).check_types(function.op.name, types)
     guarded = module.clone()
     guard_exports(guarded)
     return str(guarded)
@@ -68,12 +68,12 @@ def host_cpu_identity() -> str:
     return f"{platform.machine()} {json.dumps(first, sort_keys=True)}"
 
 
-def compile_text(text: str, target: IreeTarget | None = None) -> bytes:
+def compile_text(text: str, options: IreeOptions | None = None) -> bytes:
     """The vmfb of a module's text, compiled by iree-compile (run as a tool so that its
     diagnostics can be reported)."""
-    target = target or IreeTarget()
+    options = options or IreeOptions()
     binaries = iree_module("iree.compiler.tools.binaries")
-    command = [binaries.find_tool("iree-compile"), "-", *target.flags, "-o", "-"]
+    command = [binaries.find_tool("iree-compile"), "-", *options.flags, "-o", "-"]
     done = subprocess.run(command, input=text.encode("utf-8"), capture_output=True, check=False)
     if done.returncode != 0 or not done.stdout:
         diagnostics = done.stderr.decode("utf-8", "replace").strip()
@@ -84,26 +84,26 @@ def compile_text(text: str, target: IreeTarget | None = None) -> bytes:
     return done.stdout
 
 
-def cache_key(text: str, target: IreeTarget) -> str:
-    parts = [text, compiler_identity(), *target.flags]
-    if target.backend == "llvm-cpu" and target.cpu == "host":
+def cache_key(text: str, options: IreeOptions) -> str:
+    parts = [text, compiler_identity(), *options.flags]
+    if options.backend == "llvm-cpu" and options.cpu == "host":
         parts.append(host_cpu_identity())
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
 
-def compile_module(module: ModuleOp, target: IreeTarget | None = None) -> Path:
+def compile_module(module: ModuleOp, options: IreeOptions | None = None) -> Path:
     """The cached IREE module of a level-2 module (compiled now if the cache has no valid
     one)."""
-    target = target or IreeTarget()
-    text = module_text(module, target)
-    folder = cache_root() / "iree" / cache_key(text, target)[:32]
+    options = options or IreeOptions()
+    text = module_text(module, options)
+    folder = cache_root() / "iree" / cache_key(text, options)[:32]
 
     def build(folder: Path) -> dict[str, Path]:
-        write_atomically(folder / MODULE_FILE, compile_text(text, target))
+        write_atomically(folder / MODULE_FILE, compile_text(text, options))
         write_atomically(folder / "module.mlir", text.encode("utf-8"))
         return {MODULE_FILE: folder / MODULE_FILE, "module.mlir": folder / "module.mlir"}
 
-    why = f"{target.backend}, {text.count('func.func')} signature(s)"
+    why = f"{options.backend}, {text.count('func.func')} signature(s)"
     return cached_build(
         folder, MODULE_FILE, ("an IREE module", why, "about a second per signature"), build
     )

@@ -1,6 +1,6 @@
 """Run-time size checks in front of level-2 functions, in every module the IREE target
-compiles: whole models, and the modules of signatures that `runtime.iree.evaluate` caches
-and `runtime.iree.load` runs (whose callers need not have been validated).
+compiles: whole models, and the modules of signatures that `evaluation.iree.evaluate`
+caches and `runtime.iree.load` runs (whose callers need not have been validated).
 
 A level-2 function assumes that the dynamic sizes on one loop are equal (a dynamic dimension
 is never broadcast; docs/level2.md) and IREE compares no dynamic sizes: a call that breaks

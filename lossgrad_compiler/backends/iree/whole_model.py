@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.iree.compiler import compile_text
 from lossgrad_compiler.backends.iree.guards import add_guards
-from lossgrad_compiler.backends.iree.targets import IreeTarget, iree_module
+from lossgrad_compiler.backends.iree.options import IreeOptions, iree_module
 from lossgrad_compiler.frontend.importer import ImportedModel, import_model
 from lossgrad_compiler.frontend.signature import Signature
 from lossgrad_compiler.level2 import verify_level2
@@ -289,11 +289,11 @@ def _builtin_type(ir: Any, torch_type: Any) -> Any:
 
 
 def compile_whole_model(
-    model: ModelProto, target: IreeTarget, level2_of: Level2Of
+    model: ModelProto, options: IreeOptions, level2_of: Level2Of
 ) -> tuple[bytes, SplicedModel]:
     """The vmfb of a whole model (not cached: a model is compiled once, then loaded), and
     what was compiled."""
     spliced = splice(model, level2_of)
     for signature in spliced.imported.signatures.values():
-        target.check_types(signature.op_type, signature.present_types)
-    return compile_text(spliced.text, target), spliced
+        options.check_types(signature.op_type, signature.present_types)
+    return compile_text(spliced.text, options), spliced

@@ -28,7 +28,7 @@ whether the result is summed (the rule of docs/level2.md and reference.sum_to_sh
 which optional inputs are given.
 
 This module runs no lowering: `library_signatures()` is the backend's request, and
-`runtime.ort` hands back their level 2 (frontend.lowering, the cache every target shares).
+targets/ort_library.py hands back their level 2 (the pipeline, the cache every target shares).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What IREE compiles for: the target device and its flags, and which element types it can
+"""What IREE compiles for (`IreeOptions`): the device and its flags, and which element types it can
 run. f64 is never demoted (`--iree-input-demote-f64-to-f32=false`): a target without f64
 arithmetic refuses an f64 signature instead."""
 
@@ -40,7 +40,7 @@ def iree_module(name: str) -> ModuleType:
 
 
 @dataclass(frozen=True)
-class IreeTarget:
+class IreeOptions:
     """`backend` is llvm-cpu (the default: this machine's CPU, `cpu="host"`, or a named CPU
     such as `x86-64-v3` for modules to ship) or a GPU API; `gpu` names the GPU architecture
     (sm_80, gfx942, rdna3, ... by default)."""

@@ -8,27 +8,29 @@ import shlex
 from dataclasses import dataclass
 
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import run_opt
-from lossgrad_compiler.dialects.ascendc.soc import Soc, soc
+from lossgrad_compiler.dialects.ascendc.soc import soc
 from lossgrad_compiler.errors import UnsupportedByBackendError
 
-TARGETS: dict[str, str] = {
+BISHENGIR_DEVICES: dict[str, str] = {
     "ascend910b": "Ascend910B1",
     "ascend910b3": "Ascend910B3",
     "ascend910_93": "Ascend910_9391",
 }
-"""bishengir's `--target` for each SoC of dialects/ascendc/soc.py it covers. Ascend 950 has
-its own binaries (`bishengir-opt-a5`), which this target does not drive."""
+"""bishengir's `--target` (a device name) for each SoC of dialects/ascendc/soc.py it covers.
+Ascend 950 has its own binaries (`bishengir-opt-a5`), which the ascendnpu-ir target does not
+drive."""
 
 
 @dataclass(frozen=True)
-class AscendNpuIrTarget:
-    """An SoC of the project's table: the block dim is its vector core count."""
+class AscendNpuIrSoc:
+    """An SoC of the project's table that bishengir compiles for: the block dim is its
+    vector core count."""
 
     soc_name: str = "ascend910b"
 
     def __post_init__(self) -> None:
-        if self.soc_name not in TARGETS:
-            known = ", ".join(TARGETS)
+        if self.soc_name not in BISHENGIR_DEVICES:
+            known = ", ".join(BISHENGIR_DEVICES)
             raise UnsupportedByBackendError(
                 "ascendnpu-ir",
                 "soc",
@@ -37,16 +39,12 @@ class AscendNpuIrTarget:
             )
 
     @property
-    def soc(self) -> Soc:
-        return soc(self.soc_name)
-
-    @property
     def device(self) -> str:
-        return TARGETS[self.soc_name]
+        return BISHENGIR_DEVICES[self.soc_name]
 
     @property
     def block_dim(self) -> int:
-        return self.soc.vector_cores
+        return soc(self.soc_name).vector_cores
 
     @property
     def hfusion_options(self) -> list[str]:
@@ -74,6 +72,6 @@ class AscendNpuIrTarget:
         return shlex.join(words)
 
 
-def hivm_text(hfusion_text: str, target: AscendNpuIrTarget) -> str:
+def hivm_text(hfusion_text: str, soc: AscendNpuIrSoc) -> str:
     """The HIVM IR `bishengir-opt` makes of the HFusion form."""
-    return run_opt(hfusion_text, target.opt_options)
+    return run_opt(hfusion_text, soc.opt_options)

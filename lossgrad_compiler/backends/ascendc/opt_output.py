@@ -33,7 +33,7 @@ from lossgrad_compiler.passes.convert_linalg_to_ascendc import ConvertLinalgToAs
 
 
 @dataclass(frozen=True)
-class AscendCTarget(Target):
+class AscendCOptOutput(Target):
     """Print Ascend C kernels (options: soc)."""
 
     name = "ascendc"

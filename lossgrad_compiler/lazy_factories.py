@@ -1,5 +1,6 @@
-"""Lazy `module:attribute` factories, xDSL's registry style: each dialect, pass and target
-table names its entries by reference, so a name is imported only when it is first used."""
+"""Lazy `module:attribute` factories, xDSL's registry style: each table of dialects, passes
+and lossgrad-opt outputs names its entries by reference, so a name is imported only when it
+is first used."""
 
 from __future__ import annotations
 
