@@ -24,9 +24,15 @@ class LossGradError(ValueError):
         super().__init__(format_error(op, argument, rule, self.code))
 
 
+LINE = "{op}: {argument}: {rule} [aclnn {code} {code_name}]"
+"""The one message format shared by Python, the dialect verifiers and generated C++."""
+
+
 def format_error(op: str, argument: str, rule: str, code: int) -> str:
-    """The one message format shared by Python, the dialect verifiers and generated C++."""
-    return f"{op}: {argument}: {rule} [aclnn {code} {ACLNN_CODE_NAMES[code]}]"
+    """A message in the format LINE."""
+    return LINE.format(
+        op=op, argument=argument, rule=rule, code=code, code_name=ACLNN_CODE_NAMES[code]
+    )
 
 
 class MissingInputError(LossGradError):

@@ -15,14 +15,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from lossgrad_compiler.errors import (
-    AttributeValueError,
-    BroadcastError,
-    ElementTypeError,
-    InvalidArgumentError,
-    MissingInputError,
-    RankError,
-)
+from lossgrad_compiler import messages
 
 DOMAIN = "ai.lossgrad"
 MAX_RANK = 8
@@ -165,6 +158,7 @@ class AttributeSpec:
     minimum: float | None = None  # FLOAT attributes: lower bound (NaN is never valid)
     exclusive: bool = False  # the minimum itself is not valid (delta > 0)
     aclnn_codes: tuple[int, ...] | None = None  # STRING attributes: CANN's integer per choice
+    enum: type[StrEnum] | None = None  # STRING attributes: the type a checked value takes
 
     def aclnn_value(self, value: str | int | float) -> int | float:
         """The value as the aclnn API takes it: a STRING choice as its integer code, an INT
@@ -192,32 +186,36 @@ class AttributeSpec:
 
     def check(self, op: str, value: Any) -> str | int | float:
         """The value, normalised (bytes → str, bool → int, int → float), or AttributeValueError."""
-        where = f"attribute '{self.name}'"
         if self.kind is AttrKind.STRING:
             if isinstance(value, bytes):
                 value = value.decode("utf-8", errors="replace")
             if not isinstance(value, str):
-                raise AttributeValueError(
-                    op, where, f"must be a string, got {type(value).__name__}"
-                )
+                raise self._wrong_type(op, "a string", value)
         elif self.kind is AttrKind.INT:
             if isinstance(value, np.integer):
                 value = int(value)
             if not isinstance(value, int):
-                raise AttributeValueError(op, where, f"must be an int, got {type(value).__name__}")
+                raise self._wrong_type(op, "an int", value)
             value = int(value)
         else:
             if isinstance(value, (np.floating, np.integer)):
                 value = float(value)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise AttributeValueError(op, where, f"must be a float, got {type(value).__name__}")
+                raise self._wrong_type(op, "a float", value)
             value = float(value)
             if math.isnan(value) or not self.above_minimum(value):
-                raise AttributeValueError(op, where, f"must be {self.rule()}, got {value!r}")
+                raise messages.ATTRIBUTE_VALUE(
+                    op, attribute=self.name, valid=self.rule(), value=value
+                )
             return value
         if self.choices is not None and value not in self.choices:
-            raise AttributeValueError(op, where, f"must be {self.rule()}, got {value!r}")
-        return value
+            raise messages.ATTRIBUTE_VALUE(op, attribute=self.name, valid=self.rule(), value=value)
+        return self.enum(value) if self.enum is not None else value
+
+    def _wrong_type(self, op: str, expected: str, value: Any) -> Exception:
+        return messages.ATTRIBUTE_PYTHON_TYPE(
+            op, attribute=self.name, expected=expected, type_name=type(value).__name__
+        )
 
 
 def _reduction(choices: Sequence[Reduction]) -> AttributeSpec:
@@ -228,6 +226,7 @@ def _reduction(choices: Sequence[Reduction]) -> AttributeSpec:
         doc="How the loss was reduced: " + ", ".join(c.value for c in choices) + ".",
         choices=tuple(c.value for c in choices),
         aclnn_codes=tuple(c.aclnn_code for c in choices),
+        enum=Reduction,
     )
 
 
@@ -551,9 +550,7 @@ def operator(op_type: str) -> OperatorSpec:
     try:
         return OPERATORS[op_type]
     except KeyError:
-        raise InvalidArgumentError(
-            str(op_type), "op_type", f"must be one of {', '.join(OPERATORS)}"
-        ) from None
+        raise messages.UNKNOWN_OPERATOR(str(op_type), operators=", ".join(OPERATORS)) from None
 
 
 # --------------------------------------------------------------------------- validation
@@ -564,11 +561,11 @@ def check_attributes(op: OperatorSpec, attrs: Mapping[str, Any]) -> dict[str, An
     unknown = sorted(set(attrs) - {a.name for a in op.attributes})
     if unknown:
         known = ", ".join(a.name for a in op.attributes)
-        raise AttributeValueError(
-            op.name, f"attribute '{unknown[0]}'", f"is not an attribute of {op.name} ({known})"
+        raise messages.UNKNOWN_ATTRIBUTE(
+            op.name, attribute=unknown[0], operator=op.name, known=known
         )
     return {
-        a.name: a.check(op.name, attrs[a.name]) if attrs.get(a.name) is not None else a.default
+        a.name: a.check(op.name, a.default if attrs.get(a.name) is None else attrs[a.name])
         for a in op.attributes
     }
 
@@ -576,14 +573,17 @@ def check_attributes(op: OperatorSpec, attrs: Mapping[str, Any]) -> dict[str, An
 def check_element_type(op: OperatorSpec, argument: str, key: Any) -> FloatType:
     """The FloatType of one input, or ElementTypeError."""
     if key is None:
-        raise MissingInputError(op.name, argument, "is required")
+        raise messages.MISSING_INPUT(op.name, input=argument)
     t = float_type(key)
     if t is None:
-        allowed = ", ".join(t.name for t in FLOAT_TYPES)
-        raise ElementTypeError(
-            op.name, argument, f"element type must be one of {allowed}, got {_type_name(key)}"
+        raise messages.ELEMENT_TYPE(
+            op.name, input=argument, allowed=ALLOWED_TYPES, type_name=_type_name(key)
         )
     return t
+
+
+ALLOWED_TYPES = ", ".join(t.name for t in FLOAT_TYPES)
+"""The element types a float input takes, as messages list them."""
 
 
 def _type_name(key: Any) -> str:
@@ -598,7 +598,7 @@ def _type_name(key: Any) -> str:
 
 def check_rank(op: OperatorSpec, argument: str, shape: Shape | None) -> None:
     if shape is not None and len(shape) > MAX_RANK:
-        raise RankError(op.name, argument, f"rank must be at most {MAX_RANK}, got {len(shape)}")
+        raise messages.RANK(op.name, input=argument, max_rank=MAX_RANK, rank=len(shape))
 
 
 def broadcast_shapes(op: str, named: Sequence[tuple[str, Shape]]) -> Shape:
@@ -621,11 +621,15 @@ def broadcast_shapes(op: str, named: Sequence[tuple[str, Shape]]) -> Shape:
                 if d == 1:
                     continue
                 if static != 1 and d != static:
-                    raise BroadcastError(
+                    raise messages.NO_BROADCAST(
                         op,
-                        f"{static_from} and {name}",
-                        f"shapes {_fmt_shapes(named)} do not broadcast "
-                        f"(axis {axis - rank}: {static} vs {d})",
+                        first_name=static_from,
+                        second_name=name,
+                        first_shape=dict(named)[static_from],
+                        second_shape=shape,
+                        axis=axis - rank,
+                        first=static,
+                        second=d,
                     )
                 static, static_from = d, name
             else:
@@ -641,10 +645,6 @@ def broadcast_shapes(op: str, named: Sequence[tuple[str, Shape]]) -> Shape:
     return tuple(out)
 
 
-def _fmt_shapes(named: Sequence[tuple[str, Shape]]) -> str:
-    return ", ".join(f"{n} {list(s)}" for n, s in named)
-
-
 def check_no_enlarge(
     op: OperatorSpec,
     go: Shape,
@@ -655,22 +655,17 @@ def check_no_enlarge(
     """An input that must broadcast to B (named `b_name`) without changing it: grad_output
     of the KL ops, target, weight and pos_weight of the binary cross entropies."""
     if len(go) > len(b):
-        raise BroadcastError(
-            op.name,
-            name,
-            f"shape {list(go)} must broadcast to {b_name} {list(b)} without "
-            f"enlarging it (rank {len(go)} > {len(b)})",
+        raise messages.ENLARGES_RANK(
+            op.name, input=name, shape=go, b_name=b_name, b_shape=b, rank=len(go), b_rank=len(b)
         )
     offset = len(b) - len(go)
     for i, d in enumerate(go):
         bd = b[offset + i]
         if isinstance(d, int) and d != 1 and isinstance(bd, int) and d != bd:
-            raise BroadcastError(
-                op.name,
-                name,
-                f"shape {list(go)} must broadcast to {b_name} {list(b)} without "
-                f"enlarging it (axis {i - len(go)}: {d} vs {bd})",
-            )
+            raise messages.ENLARGES_AXIS(
+                op.name, input=name, shape=go, b_name=b_name, b_shape=b,
+                axis=i - len(go), size=d, b_size=bd,
+            )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -683,12 +678,15 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class CheckedCall:
-    """A validated call: the types, shapes and attributes every backend compiles from."""
+    """A validated call: the types, shapes and attributes every backend compiles from, each
+    in its checked form (an attribute of spec's type, the reduction a Reduction; the optional
+    inputs given are `present`, the others `absent`). Layers below read it, never check it
+    again."""
 
     op: OperatorSpec
     types: dict[str, FloatType]  # per present input, in the operator's input order
     shapes: dict[str, Shape | None]  # per present input; None = rank unknown
-    attrs: dict[str, Any]  # all attributes, defaults applied
+    attrs: dict[str, Any]  # all attributes, defaults applied, checked (check_attributes)
     promoted: FloatType
     compute: FloatType
     result_type: FloatType
@@ -699,7 +697,14 @@ class CheckedCall:
 
     @property
     def reduction(self) -> Reduction:
-        return Reduction(self.attrs["reduction"])
+        reduction = self.attrs["reduction"]
+        assert isinstance(reduction, Reduction), "attrs come from check_attributes"
+        return reduction
+
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """The optional inputs not given, in the operator's input order."""
+        return tuple(n for n in self.op.optional_inputs if n not in self.types)
 
     @property
     def present(self) -> tuple[str, ...]:
@@ -725,11 +730,11 @@ def validate(
         if info is not None:
             infos[spec_input.name] = info
         elif not spec_input.optional:
-            raise MissingInputError(op.name, spec_input.name, "is required")
+            raise messages.MISSING_INPUT(op.name, input=spec_input.name)
     extra = sorted(set(inputs) - set(op.input_names))
     if extra:
-        raise InvalidArgumentError(
-            op.name, extra[0], f"is not an input of {op.name} ({', '.join(op.input_names)})"
+        raise messages.UNKNOWN_INPUT(
+            op.name, input=extra[0], operator=op.name, inputs=", ".join(op.input_names)
         )
     types = {n: check_element_type(op, n, info.dtype) for n, info in infos.items()}
     shapes = {n: info.shape for n, info in infos.items()}

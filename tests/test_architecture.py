@@ -26,7 +26,12 @@ from tests.helpers.imports import (
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "spec",
-        ["lossgrad_compiler.errors", "lossgrad_compiler.spec", "lossgrad_compiler.lazy_factories"],
+        [
+            "lossgrad_compiler.errors",
+            "lossgrad_compiler.messages",
+            "lossgrad_compiler.spec",
+            "lossgrad_compiler.lazy_factories",
+        ],
     ),
     (
         "ONNX helpers, reference and calls",

@@ -1,54 +1,31 @@
-"""Error messages of the generated C++ (the ORT kernels and the aclnn wrappers), derived from
-spec.py rather than written again.
+"""Error messages of the generated C++ (the ORT kernels and the aclnn wrappers), printed from
+the rules of lossgrad_compiler/messages.py, which spec.py raises from.
 
-Each message is obtained by making spec (or the ONNX attribute reader) reject a call built
-from sentinel values, then cutting the text at the sentinels: what remains is literal text
-that spec wrote, and each sentinel becomes a slot the C++ fills at run time with the same
-rendering Python uses (repr of an int, a float, a str, a shape list). If spec changes a
-sentence, the kernels follow on the next build; if a sentinel cannot be found exactly once,
-generation fails loudly instead of printing a wrong message."""
+A rule's message line is literal text and slots (messages.Rule.line): what generation knows
+(the operator, an input's name, the rank limit) is rendered into the text as Python renders
+it, and each remaining slot becomes a parameter of a C++ function that renders its value the
+way Python does (digits for an int, repr for a float or a string, a list for a shape). If a
+rule's wording changes, the kernels follow on the next build."""
 
 from __future__ import annotations
 
-import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from onnx import AttributeProto
-
-from lossgrad_compiler import spec
+from lossgrad_compiler import messages, spec
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
-from lossgrad_compiler.errors import LossGradError
-from lossgrad_compiler.onnx.attributes import attribute_values
-
-
-class MessageGenerationError(RuntimeError):
-    """spec's text changed so that a message can no longer be cut at its sentinels: a defect
-    of the generator, not an invalid call."""
-
+from lossgrad_compiler.messages import Kind, Part, Rule, Slot
 
 # How a slot is rendered in C++ from an argument of the given C++ type.
 _RENDER = {
-    "int": ("int64_t", "std::to_string({})"),
-    "shape": ("lossgrad_shapes::Extents", "lossgrad_shapes::shape_repr({})"),
-    "str": ("const std::string&", "str_repr({})"),
-    "float": ("double", "lossgrad_shapes::float_repr({})"),
-    "text": ("const char*", "std::string({})"),
+    Kind.INT: ("int64_t", "std::to_string({})"),
+    Kind.SHAPE: ("lossgrad_shapes::Extents", "lossgrad_shapes::shape_repr({})"),
+    Kind.STR: ("const std::string&", "str_repr({})"),
+    Kind.FLOAT: ("double", "lossgrad_shapes::float_repr({})"),
+    Kind.TEXT: ("const std::string&", "{}"),
 }
-
-
-@dataclass(frozen=True)
-class Slot:
-    name: str
-    kind: str  # a key of _RENDER
-
-
-@dataclass(frozen=True)
-class Sentinel:
-    rendering: str  # how Python printed the sentinel value in the message
-    slot: Slot
-    number: bool = False  # match only as a whole number (not inside a longer one)
 
 
 @dataclass(frozen=True)
@@ -56,12 +33,13 @@ class Message:
     """One message: literal text and slots, in order, and the aclnn code of its error."""
 
     name: str
-    parts: tuple[str | Slot, ...]
+    parts: tuple[Part, ...]
     code: int
 
     @property
     def slots(self) -> list[Slot]:
-        return [p for p in self.parts if isinstance(p, Slot)]
+        """The function's parameters: each slot once, in the order the text first has it."""
+        return list(dict.fromkeys(p for p in self.parts if isinstance(p, Slot)))
 
     def cxx_function(self) -> str:
         params = ", ".join(f"{_RENDER[s.kind][0]} {s.name}" for s in self.slots)
@@ -75,53 +53,17 @@ class Message:
         return f"inline std::string {self.name}({params}) {{ return {body}; }}\n"
 
 
-def message_from(name: str, error: LossGradError, sentinels: Sequence[Sentinel]) -> Message:
-    """Cut `str(error)` at each sentinel (in the given order: longer renderings first)."""
-    parts: list[str | Slot] = [str(error)]
-    for sentinel in sentinels:
-        pattern = re.escape(sentinel.rendering)
-        if sentinel.number:
-            pattern = r"(?<![\d.\-])" + pattern + r"(?![\d.])"
-        found: list[str | Slot] = []
-        count = 0
-        for part in parts:
-            if isinstance(part, Slot):
-                found.append(part)
-                continue
-            pieces = re.split(pattern, part)
-            count += len(pieces) - 1
-            for i, piece in enumerate(pieces):
-                if i:
-                    found.append(sentinel.slot)
-                found.append(piece)
-        if count != 1:
-            raise MessageGenerationError(
-                f"message '{name}': sentinel {sentinel.rendering!r} found {count} times in "
-                f"{str(error)!r}"
-            )
-        parts = found
-    return Message(name, tuple(p for p in parts if p != ""), error.code)
-
-
-def _raised(call: Callable[[], object]) -> LossGradError:
-    try:
-        call()
-    except LossGradError as error:
-        return error
-    raise MessageGenerationError("spec accepted a call built to be rejected")
-
-
-def _info(shape: tuple[int, ...]) -> spec.TensorInfo:
-    return spec.TensorInfo(spec.FLOAT32, shape)
-
-
-def _validate(op: spec.OperatorSpec, shapes: dict[str, tuple]) -> Callable[[], object]:
-    return lambda: spec.validate(op.name, {n: _info(s) for n, s in shapes.items()}, {})
-
-
-# Sentinel sizes: distinct numbers that occur nowhere else in a message.
-_A, _B, _C = 7001, 7002, 7003
-_TOO_MANY = spec.MAX_RANK + 29
+def message(name: str, rule: Rule, value: Kind | None = None, **fixed: Any) -> Message:
+    """`rule`'s line as the C++ function `name`, with the `fixed` slots in its text; a slot
+    of Kind.REPR (an attribute's value) is rendered as `value`."""
+    parts = []
+    for part in rule.line(fixed):
+        if isinstance(part, Slot) and part.kind is Kind.REPR:
+            if value is None:
+                raise ValueError(f"{name}: say how the C++ renders slot '{part.name}'")
+            part = Slot(part.name, value)
+        parts.append(part)
+    return Message(name, tuple(parts), rule.code)
 
 
 def message_key(kind: str, op: spec.OperatorSpec, name: str) -> str:
@@ -136,124 +78,82 @@ def shape_messages(op: spec.OperatorSpec) -> dict[str, Message]:
     """Messages of the run-time checks of one op, keyed by check."""
     prefix = cxx_identifier(op.name)
     out: dict[str, Message] = {}
-    names = op.input_names
-    for i, name in enumerate(names):
-        if not op.inputs[i].optional:
-            infos = {n: None if n == name else _info(()) for n in names}
-            error = _raised(lambda infos=infos: spec.validate(op.name, infos, {}))
-            out[f"missing_{i}"] = message_from(f"{prefix}_missing_{i}", error, [])
-        shapes = {n: (1,) * _TOO_MANY if n == name else () for n in names}
-        error = _raised(_validate(op, shapes))
-        rank = Sentinel(str(_TOO_MANY), Slot("rank", "int"), number=True)
-        out[f"rank_{i}"] = message_from(f"{prefix}_rank_{i}", error, [rank])
+    for i, spec_input in enumerate(op.inputs):
+        name = spec_input.name
+        if not spec_input.optional:
+            out[f"missing_{i}"] = message(
+                f"{prefix}_missing_{i}", messages.MISSING_INPUT, op=op.name, input=name
+            )
+        out[f"rank_{i}"] = message(
+            f"{prefix}_rank_{i}", messages.RANK, op=op.name, input=name, max_rank=spec.MAX_RANK
+        )
     base = op.base_inputs
     if len(base) == 2:  # self and target do not broadcast.
-        x, t = (_A, 5), (_B, 5)
-        error = _raised(_validate(op, {n: {base[0]: x, base[1]: t}.get(n, ()) for n in names}))
-        out["self_target"] = message_from(
-            f"{prefix}_self_target",
-            error,
-            _broadcast_sentinels(x, t),
-        )
+        out["self_target"] = _no_broadcast(f"{prefix}_self_target", op, base[0], base[1])
+    b_name = op.broadcast_name
     for spec_input in op.inputs:
         if spec_input.broadcast is spec.Broadcast.BASE:
             continue
         name = spec_input.name
-        # The input does not broadcast with B (every other input is B).
-        go, b = (_A, 5), (_B, 5)
-        error = _raised(_validate(op, {n: go if n == name else b for n in names}))
         key = message_key("broadcast", op, name)
-        out[key] = message_from(f"{prefix}_{key}", error, _broadcast_sentinels(go, b))
+        out[key] = _no_broadcast(f"{prefix}_{key}", op, name, b_name)
         if spec_input.broadcast is not spec.Broadcast.FITS:
             continue
-        b_name = op.broadcast_name
-        go, b = (1,) * (_TOO_MANY + 1), (5,) * _TOO_MANY
-        error = _raised(
-            lambda go=go, b=b, name=name, b_name=b_name: spec.check_no_enlarge(
-                op, go, b, name, b_name
-            )
-        )
-        key = message_key("enlarge_rank", op, name)
-        out[key] = message_from(
-            f"{prefix}_{key}",
-            error,
-            [
-                Sentinel(str(list(go)), Slot("first_shape", "shape")),
-                Sentinel(str(list(b)), Slot("second_shape", "shape")),
-                Sentinel(str(len(go)), Slot("first_rank", "int"), number=True),
-                Sentinel(str(len(b)), Slot("second_rank", "int"), number=True),
-            ],
-        )
-        go, b = (_C, 5), (1, 5)
-        error = _raised(
-            lambda go=go, b=b, name=name, b_name=b_name: spec.check_no_enlarge(
-                op, go, b, name, b_name
-            )
-        )
-        key = message_key("enlarge_axis", op, name)
-        out[key] = message_from(
-            f"{prefix}_{key}",
-            error,
-            [
-                Sentinel(str(list(go)), Slot("first_shape", "shape")),
-                Sentinel(str(list(b)), Slot("second_shape", "shape")),
-                Sentinel("-2", Slot("axis", "int"), number=True),
-                Sentinel(str(_C), Slot("first", "int"), number=True),
-                Sentinel("1", Slot("second", "int"), number=True),
-            ],
-        )
+        fixed: Mapping[str, Any] = {"op": op.name, "input": name, "b_name": b_name}
+        for kind, rule in (
+            ("enlarge_rank", messages.ENLARGES_RANK),
+            ("enlarge_axis", messages.ENLARGES_AXIS),
+        ):
+            key = message_key(kind, op, name)
+            out[key] = message(f"{prefix}_{key}", rule, **fixed)
     return out
 
 
-def _broadcast_sentinels(first: tuple[int, ...], second: tuple[int, ...]) -> list[Sentinel]:
-    return [
-        Sentinel(str(list(first)), Slot("first_shape", "shape")),
-        Sentinel(str(list(second)), Slot("second_shape", "shape")),
-        Sentinel("-2", Slot("axis", "int"), number=True),
-        Sentinel(str(first[0]), Slot("first", "int"), number=True),
-        Sentinel(str(second[0]), Slot("second", "int"), number=True),
-    ]
+def _no_broadcast(name: str, op: spec.OperatorSpec, first: str, second: str) -> Message:
+    """Two operands whose shapes do not broadcast (their shapes, the axis, the two sizes)."""
+    return message(name, messages.NO_BROADCAST, op=op.name, first_name=first, second_name=second)
 
 
-_STRING_SENTINEL = "lossgrad_sentinel_value"
-_INT_SENTINEL = 7004
-_FLOAT_SENTINEL = -7005.25
-_TYPE_SENTINEL = AttributeProto.GRAPHS  # an ONNX type name no message contains otherwise
+_VALUE_KIND = {spec.AttrKind.STRING: Kind.STR, spec.AttrKind.INT: Kind.INT}
 
 
 def attribute_messages(op: spec.OperatorSpec, attribute: spec.AttributeSpec) -> dict[str, Message]:
     """`type`: the attribute has another ONNX type; `value`: its value is outside the rule."""
     prefix = f"{cxx_identifier(op.name)}_{cxx_identifier(attribute.name)}"
-    wrong = AttributeProto(name=attribute.name, type=_TYPE_SENTINEL)
-    error = _raised(lambda: attribute_values(op.name, [wrong]))
-    type_name = AttributeProto.AttributeType.Name(_TYPE_SENTINEL)
-    out = {
-        "type": message_from(
-            f"{prefix}_type", error, [Sentinel(type_name, Slot("type_name", "text"))]
-        )
+    fixed = {"op": op.name, "attribute": attribute.name, "valid": attribute.rule()}
+    return {
+        "type": message(
+            f"{prefix}_type", messages.ATTRIBUTE_ONNX_TYPE, kind=attribute.kind.value, **fixed
+        ),
+        "value": message(
+            f"{prefix}_value",
+            messages.ATTRIBUTE_VALUE,
+            _VALUE_KIND.get(attribute.kind, Kind.FLOAT),
+            **fixed,
+        ),
     }
-    if attribute.kind is spec.AttrKind.STRING:
-        value: object = _STRING_SENTINEL
-        sentinel = Sentinel(repr(_STRING_SENTINEL), Slot("value", "str"))
-    elif attribute.kind is spec.AttrKind.INT:
-        value = _INT_SENTINEL
-        sentinel = Sentinel(str(_INT_SENTINEL), Slot("value", "int"), number=True)
-    else:
-        value = _FLOAT_SENTINEL
-        sentinel = Sentinel(repr(_FLOAT_SENTINEL), Slot("value", "float"), number=True)
-    error = _raised(lambda: attribute.check(op.name, value))
-    out["value"] = message_from(f"{prefix}_value", error, [sentinel])
-    return out
 
 
 def unknown_attribute_message(op: spec.OperatorSpec) -> Message:
-    """An attribute `op` does not have (spec names it as written, not as a repr)."""
-    name = "lossgrad_sentinel_attribute"
-    error = _raised(lambda: spec.check_attributes(op, {name: 1}))
-    return message_from(
+    """An attribute `op` does not have (named as written, not as a repr)."""
+    known = ", ".join(a.name for a in op.attributes)
+    return message(
         f"{cxx_identifier(op.name)}_unknown_attribute",
-        error,
-        [Sentinel(name, Slot("name", "text"))],
+        messages.UNKNOWN_ATTRIBUTE,
+        op=op.name,
+        operator=op.name,
+        known=known,
+    )
+
+
+def element_type_message(op: spec.OperatorSpec, spec_input: spec.InputSpec) -> Message:
+    """An input of a non-float element type (its ONNX name as the slot)."""
+    return message(
+        f"{cxx_identifier(op.name)}_{cxx_identifier(spec_input.name)}_type",
+        messages.ELEMENT_TYPE,
+        op=op.name,
+        input=spec_input.name,
+        allowed=spec.ALLOWED_TYPES,
     )
 
 

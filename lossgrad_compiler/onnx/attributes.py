@@ -12,8 +12,7 @@ from typing import Any
 
 from onnx import AttributeProto
 
-from lossgrad_compiler import spec
-from lossgrad_compiler.errors import AttributeValueError
+from lossgrad_compiler import messages, spec
 
 
 def attributes_from_protos(
@@ -47,19 +46,19 @@ def attribute_values(
     known = {a.name: a for a in op.attributes}
     values: dict[str, Any] = {}
     for proto in protos:
-        where = f"attribute '{proto.name}'"
         if proto.name in values:
-            raise AttributeValueError(op.name, where, "is given more than once")
+            raise messages.ATTRIBUTE_REPEATED(op.name, attribute=proto.name)
         expected = known.get(proto.name)
         if expected is None:
             values[proto.name] = proto
             continue
         if proto.type != expected.kind.onnx_code:
-            got = AttributeProto.AttributeType.Name(proto.type)
-            raise AttributeValueError(
+            raise messages.ATTRIBUTE_ONNX_TYPE(
                 op.name,
-                where,
-                f"must be an ONNX {expected.kind.value} attribute ({expected.rule()}), got {got}",
+                attribute=proto.name,
+                kind=expected.kind.value,
+                valid=expected.rule(),
+                type_name=AttributeProto.AttributeType.Name(proto.type),
             )
         if proto.ref_attr_name:
             values[proto.name] = _linked_value(op.name, proto, linked)
@@ -70,11 +69,7 @@ def attribute_values(
 
 def _linked_value(op: str, proto: AttributeProto, linked: Mapping[str, Any] | None) -> Any:
     if linked is None or proto.ref_attr_name not in linked:
-        raise AttributeValueError(
-            op,
-            f"attribute '{proto.name}'",
-            f"refers to the function attribute '{proto.ref_attr_name}', which is not given",
-        )
+        raise messages.ATTRIBUTE_LINK(op, attribute=proto.name, link=proto.ref_attr_name)
     value = linked[proto.ref_attr_name]
     return _value(value) if isinstance(value, AttributeProto) else value
 

@@ -136,6 +136,19 @@ def test_beta_out_of_range_is_rejected_like_spec(beta: float) -> None:
     assert (result.status, result.message) == (expected.code, str(expected))
 
 
+@pytest.mark.parametrize("delta", [0.0, -0.0, -1.0, math.nan])
+def test_delta_at_or_below_its_exclusive_bound_is_rejected_like_spec(delta: float) -> None:
+    """delta > 0: the bound itself is refused too (the wrapper once took delta = 0)."""
+    op = spec.HUBER_LOSS_BACKWARD.name
+    compiled = _signature(op, {"reduction": "mean", "delta": 1.0})
+    inputs = _inputs()
+    case = _raw(inputs, {"reduction": "mean", "delta": delta}, op_type=op)
+    (result,) = run_raw(compiled.runner, [case])
+    expected = _spec_error(op, inputs, {"reduction": "mean", "delta": delta})
+    assert (result.status, result.message) == (expected.code, str(expected))
+    assert (result.output.view(np.uint8) == UNTOUCHED).all()
+
+
 @pytest.mark.parametrize(("op_type", "code"), [("SmoothL1LossBackward", 3), ("KlDivBackward", 7)])
 def test_reduction_code_out_of_range_is_161002(op_type: str, code: int) -> None:
     attrs = {"reduction": "mean", "beta": 1.0} if op_type.startswith("Smooth") else {}

@@ -12,23 +12,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lossgrad_compiler import errors, spec
+from lossgrad_compiler import errors, messages, spec
 from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
 from lossgrad_compiler.backends.cxx import cxx_string_literal
+from lossgrad_compiler.backends.cxx_messages import message
+from lossgrad_compiler.messages import Kind, Slot, parts_of
 
 TEMPLATE = Path(__file__).parent / "templates" / "lossgrad_checks.h"
 
 
+_LINE_SLOTS = {
+    "op": Kind.TEXT,
+    "argument": Kind.TEXT,
+    "rule": Kind.TEXT,
+    "code": Kind.INT,
+    "code_name": Kind.TEXT,
+}
+
+
 def _format_expression(code: int) -> str:
-    """errors.format_error as a C++ string expression over op, argument and rule."""
-    text = errors.format_error("\x01", "\x02", "\x03", code)
-    head, rest = text.split("\x01")
-    middle, rest = rest.split("\x02")
-    before_rule, tail = rest.split("\x03")
-    return (
-        f"{cxx_string_literal(head)} + op + {cxx_string_literal(middle)} + argument + "
-        f"{cxx_string_literal(before_rule)} + rule + {cxx_string_literal(tail)}"
-    )
+    """errors.LINE as a C++ string expression over op, argument and rule, for `code`."""
+    fixed = {"code": code, "code_name": errors.ACLNN_CODE_NAMES[code]}
+    parts = parts_of(errors.LINE, _LINE_SLOTS, fixed)
+    return " + ".join(p.name if isinstance(p, Slot) else cxx_string_literal(p) for p in parts)
+
+
+def _rule_messages() -> str:
+    """ElementTypeMessage(op, input, type_name) and AttributeValueMessage(op, attribute,
+    valid, value), the value already written as Python writes it (an aclnn reduction is
+    its int code)."""
+    element = message("ElementTypeMessage", messages.ELEMENT_TYPE, allowed=spec.ALLOWED_TYPES)
+    value = message("AttributeValueMessage", messages.ATTRIBUTE_VALUE, Kind.TEXT)
+    return element.cxx_function() + value.cxx_function()
 
 
 def print_checks_header(op: spec.OperatorSpec | None = None) -> str:
@@ -36,7 +51,6 @@ def print_checks_header(op: spec.OperatorSpec | None = None) -> str:
     operator with more inputs than grad_output, self and target, CheckInputs for its inputs
     (an optional one may be null: absent), under a guard of its own so that projects of
     several operators compile together."""
-    allowed = ", ".join(t.name for t in spec.FLOAT_TYPES)
     floats = [ACL_DTYPES[t.name] for t in spec.FLOAT_TYPES]
     cases = "\n".join(
         f"        case {value}: return {cxx_string_literal(name)};"
@@ -47,7 +61,9 @@ def print_checks_header(op: spec.OperatorSpec | None = None) -> str:
         "@FORMAT_INVALID@": _format_expression(errors.ACLNN_ERR_PARAM_INVALID),
         "@DTYPE_CASES@": cases,
         "@FLOAT_TEST@": " || ".join(f"dtype == {v}" for v in floats),
-        "@ELEMENT_TYPE_RULE@": cxx_string_literal(f"element type must be one of {allowed}, got "),
+        "@MESSAGES@": _rule_messages(),
+        "@ELEMENT_TYPE_CODE@": str(messages.ELEMENT_TYPE.code),
+        "@ATTRIBUTE_VALUE_CODE@": str(messages.ATTRIBUTE_VALUE.code),
         "@INPUT_NAMES@": ", ".join(cxx_string_literal(n) for n in spec.INPUT_NAMES),
     }
     text = TEMPLATE.read_text()

@@ -16,8 +16,7 @@ from xdsl.dialects import arith, cf, func, tensor
 from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Block, Region, SSAValue
 
-from lossgrad_compiler import spec
-from lossgrad_compiler.errors import BroadcastError
+from lossgrad_compiler import messages, spec
 from lossgrad_compiler.level2 import Level2Function, signature_functions
 
 GUARD_SUFFIX = "__checked"
@@ -42,10 +41,10 @@ def guard_exports(module: ModuleOp) -> None:
     """Put every signature function of `module` behind a guard that takes over its name and
     visibility; the function itself becomes private `<name>__unchecked`."""
     for function in list(signature_functions(module)):
-        target = function.function
-        name, visibility = target.sym_name.data, target.sym_visibility
-        target.sym_name = StringAttr(name + UNCHECKED_SUFFIX)
-        target.sym_visibility = StringAttr("private")
+        wrapped = function.function
+        name, visibility = wrapped.sym_name.data, wrapped.sym_visibility
+        wrapped.sym_name = StringAttr(name + UNCHECKED_SUFFIX)
+        wrapped.sym_visibility = StringAttr("private")
         guard = guard_function(function, name)
         guard.sym_visibility = visibility
         module.body.block.add_op(guard)
@@ -64,9 +63,9 @@ def loop_groups(function: Level2Function) -> list[list[DimEntry]]:
 def guard_function(function: Level2Function, name: str | None = None) -> func.FuncOp:
     """`name` (by default `<id>__checked`): the function's type, the size checks, then the
     call."""
-    target = function.function
-    types = list(target.function_type.inputs.data)
-    results = list(target.function_type.outputs.data)
+    wrapped = function.function
+    types = list(wrapped.function_type.inputs.data)
+    results = list(wrapped.function_type.outputs.data)
     block = Block(arg_types=types)
     args = block.args
     ops = []
@@ -91,12 +90,13 @@ def guard_function(function: Level2Function, name: str | None = None) -> func.Fu
                 function.op.name, loop, first_entry, entry, function.input_names
             )
             ops += [equal, cf.AssertOp(equal, message)]
-    call = func.CallOp(target.sym_name.data, [SSAValue.get(a) for a in args[: len(types)]], results)
+    operands = [SSAValue.get(a) for a in args[: len(types)]]
+    call = func.CallOp(wrapped.sym_name.data, operands, results)
     ops += [call, func.ReturnOp(*call.results)]
     block.add_ops(ops)
-    guard_name = name or guarded_name(target.sym_name.data)
+    guard_name = name or guarded_name(wrapped.sym_name.data)
     guard = func.FuncOp(guard_name, (types, results), Region(block))
-    guard.sym_visibility = target.sym_visibility
+    guard.sym_visibility = wrapped.sym_visibility
     return guard
 
 
@@ -111,11 +111,4 @@ def mismatch_message(
     names of the function's operands, the inputs given)."""
     a, b = (f"{inputs[p]} dimension {d}" for p, d in (first, other))
     names = ", ".join(dict.fromkeys(inputs[p] for p, _ in (first, other)))
-    return str(
-        BroadcastError(
-            op,
-            names,
-            f"{a} and {b} are both on loop d{loop} and must be equal at run time (a dynamic "
-            "dimension is never broadcast; declare a broadcast dimension as a static 1)",
-        )
-    )
+    return str(messages.DYNAMIC_SIZES(op, inputs=names, first=a, second=b, loop=loop))

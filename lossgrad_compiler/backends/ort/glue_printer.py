@@ -13,10 +13,8 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
 from lossgrad_compiler.backends.cxx_messages import (
     Message,
-    Sentinel,
-    Slot,
     attribute_messages,
-    message_from,
+    element_type_message,
     unknown_attribute_message,
 )
 from lossgrad_compiler.backends.cxx_shapes import check_present_name, check_shapes_name
@@ -31,7 +29,6 @@ from lossgrad_compiler.backends.ort.variants import (
     kernel_types,
     operand_constant,
 )
-from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.type_protos import element_key
 
 
@@ -439,24 +436,7 @@ def print_compute_dispatch(op: spec.OperatorSpec) -> str:
 def element_type_messages(op: spec.OperatorSpec) -> dict[str, Message]:
     """spec's element-type message of each optional input (the registration takes any type
     there), with the ONNX type's name as a slot."""
-    out = {}
-    for spec_input in op.inputs:
-        if not spec_input.optional:
-            continue
-        infos = {i.name: spec.TensorInfo(spec.FLOAT32, ()) for i in op.inputs}
-        infos[spec_input.name] = spec.TensorInfo(_TYPE_SENTINEL, ())
-        try:
-            spec.validate(op.name, infos, {})
-        except LossGradError as error:
-            out[spec_input.name] = message_from(
-                f"{cxx_identifier(op.name)}_{cxx_identifier(spec_input.name)}_type",
-                error,
-                [Sentinel(_TYPE_SENTINEL, Slot("type_name", "text"))],
-            )
-    return out
-
-
-_TYPE_SENTINEL = "lossgrad_sentinel_type"
+    return {i.name: element_type_message(op, i) for i in op.inputs if i.optional}
 
 
 def print_element_names() -> str:

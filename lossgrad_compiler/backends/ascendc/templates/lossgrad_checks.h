@@ -38,6 +38,14 @@ inline aclnnStatus Fail(const std::string& op, const std::string& argument, cons
     return code;
 }
 
+// The messages of the operator contract's rules (lossgrad_compiler/messages.py).
+@MESSAGES@
+inline aclnnStatus FailLine(aclnnStatus code, const std::string& line)
+{
+    OP_LOGE(code, "%s", line.c_str());
+    return code;
+}
+
 // numpy's name of an element type, as spec.py prints it.
 inline std::string DtypeName(int dtype)
 {
@@ -55,7 +63,7 @@ inline bool IsFloatType(int dtype)
 inline aclnnStatus CheckElementType(const std::string& op, const std::string& argument, int dtype)
 {
     if (IsFloatType(dtype)) return ACLNN_SUCCESS;
-    return Fail(op, argument, @ELEMENT_TYPE_RULE@ + DtypeName(dtype));
+    return FailLine(@ELEMENT_TYPE_CODE@, ElementTypeMessage(op, argument, DtypeName(dtype)));
 }
 
 inline aclnnStatus FailWith(const lossgrad_shapes::Failure& failure)
@@ -104,14 +112,16 @@ inline aclnnStatus CheckReduction(const std::string& op, int64_t code, const std
                                   const std::string& rule)
 {
     if (std::find(allowed.begin(), allowed.end(), code) != allowed.end()) return ACLNN_SUCCESS;
-    return Fail(op, "attribute 'reduction'", "must be " + rule + ", got " + std::to_string(code));
+    return FailLine(@ATTRIBUTE_VALUE_CODE@, AttributeValueMessage(op, "reduction", rule, std::to_string(code)));
 }
 
+// `exclusive`: the minimum itself is not valid (delta > 0).
 inline aclnnStatus CheckMinimum(const std::string& op, const std::string& attribute, double value,
-                                double minimum, const std::string& rule)
+                                double minimum, bool exclusive, const std::string& rule)
 {
-    if (!std::isnan(value) && value >= minimum) return ACLNN_SUCCESS;
-    return Fail(op, "attribute '" + attribute + "'", "must be " + rule + ", got " + lossgrad_shapes::float_repr(value));
+    if (!std::isnan(value) && (exclusive ? value > minimum : value >= minimum)) return ACLNN_SUCCESS;
+    return FailLine(@ATTRIBUTE_VALUE_CODE@,
+                    AttributeValueMessage(op, attribute, rule, lossgrad_shapes::float_repr(value)));
 }
 
 // The signature's element type of one input.
