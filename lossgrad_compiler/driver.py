@@ -1,8 +1,8 @@
 """compile_model: ONNX model → the pipeline → a target, by signature.
 
 The model goes through the one pipeline (pipeline.py: loaded, checked, imported, its
-signatures lowered once from the per-signature cache every consumer shares, in the form the
-target declares), and the level-2 module goes to the target chosen by name from the
+signatures lowered once, in the static form, from the per-signature cache every consumer
+shares), and the level-2 module goes to the target chosen by name from the
 registry (lossgrad_compiler.targets).
 Nodes that share a signature share one lowered function, so a model with 10,000 identical
 nodes lowers one signature (and a second model with the same signatures lowers none)."""
@@ -117,8 +117,8 @@ def compile_model(
     start = time.perf_counter()
     working = load_model(model)
     imported = _import(working, progress)
-    level2 = lowered(imported.signatures.values(), chosen.form)
-    compilation = Compilation(working, imported, level2.module, chosen.form, values, progress)
+    level2 = lowered(imported.signatures.values())
+    compilation = Compilation(working, imported, level2.module, values, progress)
     artifact = _compiled(chosen, entry, compilation)
     report = CompileReport(
         target=target,

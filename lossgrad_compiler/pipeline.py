@@ -1,6 +1,7 @@
 """The one pipeline every consumer of level 2 goes through: a model (loaded, checked,
 imported) or calls from Python (each checked once into a typed call) → their signatures →
-level 2 from the per-signature cache (frontend.lowering), in the form the target declares.
+level 2 from the per-signature cache (frontend.lowering): the static form every target
+takes, or the run-time-parameter form the native ORT library is printed from.
 
 `compile_model` (driver.py), the native ORT library (targets/ort_library.py) and the
 evaluate and session paths of IREE, Ascend C and AscendNPU IR (evaluation/) all get their

@@ -268,10 +268,6 @@ class _ListOptions(_Declared):
     options: ClassVar = ["banner"]
 
 
-class _NoForm(_Declared):
-    form = 3  # type: ignore[assignment]
-
-
 class _FlagTaken(_Declared):
     options = (Option("output", "where"),)
 
@@ -295,7 +291,6 @@ NOT_A_TARGET = object()
         (_NoProduces, "declares produces = 'module', not a Produces"),
         (_NoDescription, "declares no description (one line for --help)"),
         (_ListOptions, "declares options that are not a tuple of Option"),
-        (_NoForm, "declares form = 3, not a level-2 form name"),
         (
             _FlagTaken,
             "declares option 'output' with the flag --output, which is lossgrad-compile's own",

@@ -4,7 +4,7 @@ KlDivBackward, KlDivTargetBackward or SmoothL1LossBackward become one ai.lossgra
     fused, report = lossgrad_compiler.fuse(model)
 """
 
-from lossgrad_compiler.fusion.pass_ import fuse
+from lossgrad_compiler.fusion.fuser import fuse
 from lossgrad_compiler.fusion.report import Fused, FusionReport, LeftAlone
 
 __all__ = ["Fused", "FusionReport", "LeftAlone", "fuse"]

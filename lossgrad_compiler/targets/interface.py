@@ -30,10 +30,6 @@ if TYPE_CHECKING:
 
     from lossgrad_compiler.frontend import ImportedModel, Signature
 
-STATIC_FORM = "static"
-"""frontend.lowering.LoweringForm.STATIC, spelled here so that listing the targets (--help)
-does not import xDSL."""
-
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): phase is "import" or "rewrite"."""
 
@@ -102,12 +98,11 @@ class Option:
 class Compilation:
     """What the driver hands a target: the checked model (a private copy the target may
     change and return), its imported ai.lossgrad nodes, their level-2 module in the
-    target's form, and every option with its default filled in."""
+    static form (docs/level2.md), and every option with its default filled in."""
 
     model: ModelProto
     imported: ImportedModel
     level2: ModuleOp
-    form: str
     options: dict[str, Any]
     progress: Progress | None = None
 
@@ -117,11 +112,11 @@ class Compilation:
 
     def level2_of(self, signatures: Iterable[Signature]) -> ModuleOp:
         """Level 2 of further signatures (a target that imports the model its own way, as
-        IREE's importer does), from the same per-signature cache, in the target's form."""
+        IREE's importer does), from the same per-signature cache."""
         # defers xDSL: a target module is imported to list its options, and needs none
         from lossgrad_compiler.pipeline import level2
 
-        return level2(signatures, self.form)
+        return level2(signatures)
 
 
 @dataclass
@@ -173,8 +168,6 @@ class Target:
     description: ClassVar[str]
     """One line for `--help`: what the target makes."""
     options: ClassVar[tuple[Option, ...]] = ()
-    form: ClassVar[str] = STATIC_FORM
-    """The level-2 form `compile` receives (a frontend.lowering.LoweringForm value)."""
     extra: ClassVar[str | None] = None
     """The optional dependency (pip extra of lossgrad_compiler) the backend needs."""
     suffix: ClassVar[str] = ""

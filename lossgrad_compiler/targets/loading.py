@@ -64,7 +64,7 @@ def declaration_problem(target: Target, name: str) -> str | None:
     """What is wrong with the class attributes `--help` and the driver read, or None."""
     declared = {
         key: getattr(target, key, None)
-        for key in ("name", "produces", "description", "options", "form")
+        for key in ("name", "produces", "description", "options")
     }
     if declared["name"] != name:
         return f"calls itself {declared['name']!r}, not '{name}'"
@@ -75,8 +75,6 @@ def declaration_problem(target: Target, name: str) -> str | None:
     options = declared["options"]
     if not isinstance(options, tuple) or not all(isinstance(o, Option) for o in options):
         return "declares options that are not a tuple of Option"
-    if not isinstance(declared["form"], str):
-        return f"declares form = {declared['form']!r}, not a level-2 form name"
     for option in options:
         problem = option_problem(option)
         if problem is not None:

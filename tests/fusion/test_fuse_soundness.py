@@ -572,6 +572,6 @@ def test_sum_back_spellings_fuse(sum_back: str) -> None:
 def test_the_oldest_opset_is_the_compilers() -> None:
     """Fusion leaves models below the opset that compile_model writes ai.lossgrad nodes for."""
     from lossgrad_compiler.backends.onnx.opsets import MIN_ONNX_OPSET as compiler
-    from lossgrad_compiler.fusion.pass_ import MIN_ONNX_OPSET as fusion
+    from lossgrad_compiler.fusion.fuser import MIN_ONNX_OPSET as fusion
 
     assert fusion == compiler
