@@ -14,17 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lossgrad_compiler.errors import (
-    ACLNN_CODE_NAMES,
-    LINE,
-    AttributeValueError,
-    BroadcastError,
-    ElementTypeError,
-    InvalidArgumentError,
-    LossGradError,
-    MissingInputError,
-    RankError,
-)
+from lossgrad_compiler import errors
+from lossgrad_compiler.errors import LossGradError
 
 
 class Kind(StrEnum):
@@ -134,8 +125,8 @@ class Rule:
         known when the message is generated (`op` among them, or it is a slot too)."""
         slots = {**self.slots, "op": Kind.TEXT}
         out: list[Part] = []
-        line_values = {"code": self.code, "code_name": ACLNN_CODE_NAMES[self.code]}
-        for literal, field, _, _ in string.Formatter().parse(LINE):
+        line_values = {"code": self.code, "code_name": errors.ACLNN_CODE_NAMES[self.code]}
+        for literal, field, _, _ in string.Formatter().parse(errors.LINE):
             out.append(literal)
             if field == "argument":
                 out += parts_of(self.argument, slots, fixed)
@@ -157,19 +148,20 @@ def _rule(
 T, N, S = Kind.TEXT, Kind.INT, Kind.SHAPE  # the usual slot kinds, short
 
 UNKNOWN_OPERATOR = _rule(
-    "unknown_operator", "op_type", "must be one of {operators}", InvalidArgumentError, operators=T
-)
-MISSING_INPUT = _rule("missing_input", "{input}", "is required", MissingInputError, input=T)
+    "unknown_operator", "op_type", "must be one of {operators}", errors.InvalidArgumentError,
+    operators=T,
+)  # fmt: skip
+MISSING_INPUT = _rule("missing_input", "{input}", "is required", errors.MissingInputError, input=T)
 UNKNOWN_INPUT = _rule(
     "unknown_input", "{input}", "is not an input of {operator} ({inputs})",
-    InvalidArgumentError, input=T, operator=T, inputs=T,
+    errors.InvalidArgumentError, input=T, operator=T, inputs=T,
 )  # fmt: skip
 ELEMENT_TYPE = _rule(
     "element_type", "{input}", "element type must be one of {allowed}, got {type_name}",
-    ElementTypeError, input=T, allowed=T, type_name=T,
+    errors.ElementTypeError, input=T, allowed=T, type_name=T,
 )  # fmt: skip
 RANK = _rule(
-    "rank", "{input}", "rank must be at most {max_rank}, got {rank}", RankError,
+    "rank", "{input}", "rank must be at most {max_rank}, got {rank}", errors.RankError,
     input=T, max_rank=N, rank=N,
 )  # fmt: skip
 NO_BROADCAST = _rule(
@@ -177,41 +169,43 @@ NO_BROADCAST = _rule(
     "{first_name} and {second_name}",
     "shapes {first_name} {first_shape}, {second_name} {second_shape} do not broadcast "
     "(axis {axis}: {first} vs {second})",
-    BroadcastError,
+    errors.BroadcastError,
     first_name=T, second_name=T, first_shape=S, second_shape=S, axis=N, first=N, second=N,
 )  # fmt: skip
 _ENLARGES = "shape {shape} must broadcast to {b_name} {b_shape} without enlarging it"
 ENLARGES_RANK = _rule(
-    "enlarges_rank", "{input}", _ENLARGES + " (rank {rank} > {b_rank})", BroadcastError,
+    "enlarges_rank", "{input}", _ENLARGES + " (rank {rank} > {b_rank})", errors.BroadcastError,
     input=T, shape=S, b_name=T, b_shape=S, rank=N, b_rank=N,
 )  # fmt: skip
 ENLARGES_AXIS = _rule(
-    "enlarges_axis", "{input}", _ENLARGES + " (axis {axis}: {size} vs {b_size})", BroadcastError,
+    "enlarges_axis", "{input}", _ENLARGES + " (axis {axis}: {size} vs {b_size})",
+    errors.BroadcastError,
     input=T, shape=S, b_name=T, b_shape=S, axis=N, size=N, b_size=N,
 )  # fmt: skip
 _ATTRIBUTE = "attribute '{attribute}'"
 UNKNOWN_ATTRIBUTE = _rule(
     "unknown_attribute", _ATTRIBUTE, "is not an attribute of {operator} ({known})",
-    AttributeValueError, attribute=T, operator=T, known=T,
+    errors.AttributeValueError, attribute=T, operator=T, known=T,
 )  # fmt: skip
 ATTRIBUTE_REPEATED = _rule(
-    "attribute_repeated", _ATTRIBUTE, "is given more than once", AttributeValueError, attribute=T
-)
+    "attribute_repeated", _ATTRIBUTE, "is given more than once", errors.AttributeValueError,
+    attribute=T,
+)  # fmt: skip
 ATTRIBUTE_ONNX_TYPE = _rule(
     "attribute_onnx_type", _ATTRIBUTE,
-    "must be an ONNX {kind} attribute ({valid}), got {type_name}", AttributeValueError,
+    "must be an ONNX {kind} attribute ({valid}), got {type_name}", errors.AttributeValueError,
     attribute=T, kind=T, valid=T, type_name=T,
 )  # fmt: skip
 ATTRIBUTE_LINK = _rule(
     "attribute_link", _ATTRIBUTE, "refers to the function attribute '{link}', which is not given",
-    AttributeValueError, attribute=T, link=T,
+    errors.AttributeValueError, attribute=T, link=T,
 )  # fmt: skip
 ATTRIBUTE_PYTHON_TYPE = _rule(
     "attribute_python_type", _ATTRIBUTE, "must be {expected}, got {type_name}",
-    AttributeValueError, attribute=T, expected=T, type_name=T,
+    errors.AttributeValueError, attribute=T, expected=T, type_name=T,
 )  # fmt: skip
 ATTRIBUTE_VALUE = _rule(
-    "attribute_value", _ATTRIBUTE, "must be {valid}, got {value}", AttributeValueError,
+    "attribute_value", _ATTRIBUTE, "must be {valid}, got {value}", errors.AttributeValueError,
     attribute=T, valid=T, value=Kind.REPR,
 )  # fmt: skip
 
@@ -219,7 +213,7 @@ DYNAMIC_SIZES = _rule(
     "dynamic_sizes", "{inputs}",
     "{first} and {second} are both on loop d{loop} and must be equal at run time (a dynamic "
     "dimension is never broadcast; declare a broadcast dimension as a static 1)",
-    BroadcastError, inputs=T, first=T, second=T, loop=N,
+    errors.BroadcastError, inputs=T, first=T, second=T, loop=N,
 )  # fmt: skip
 """A compiled kernel's check of its dynamic sizes (docs/level2.md), not spec's: the sizes
 a signature leaves dynamic must agree at run time."""

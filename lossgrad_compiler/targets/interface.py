@@ -62,7 +62,7 @@ COMMAND_FLAGS = frozenset(
     {"-h", "--help", "--version", "-o", "--output", "--target", "--fuse", "--fuse-only",
      "--fuse-reassociate", "-q", "--quiet"}
 )  # fmt: skip
-"""lossgrad-compile's own flags, which no target option may take (tests/test_cli.py checks
+"""lossgrad-compile's own flags, which no target option may take (tests/targets/test_cli.py checks
 them against the parser)."""
 
 

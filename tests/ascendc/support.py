@@ -59,10 +59,12 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
         Pattern("self_rank1", lambda n: ((), (n,), (2, n))),
     ),
 }
-# The operators whose result is broadcast(grad_output, self, target) take SmoothL1's patterns;
-# the binary cross entropies (B is self) take their weights as a row or at B's shape.
-for _op in (spec.MSE_LOSS_BACKWARD, spec.HUBER_LOSS_BACKWARD, spec.SOFT_MARGIN_LOSS_BACKWARD):
-    PATTERNS[_op.name] = PATTERNS[spec.SMOOTH_L1_LOSS_BACKWARD.name]
+# Every operator whose result is broadcast(grad_output, self, target) (grad_output enlarges B,
+# three inputs) takes SmoothL1's patterns, a new one included; the binary cross entropies (B is
+# self) take their weights as a row or at B's shape.
+for _op in spec.OPERATORS.values():
+    if _op.grad_output_may_enlarge and not _op.optional_inputs and not _op.differentiates:
+        PATTERNS.setdefault(_op.name, PATTERNS[spec.SMOOTH_L1_LOSS_BACKWARD.name])
 PATTERNS[spec.BINARY_CROSS_ENTROPY_BACKWARD.name] = (
     Pattern("same", lambda n: ((n,), (n,), (n,))),
     Pattern("scalar_g", lambda n: ((), (n,), (n,))),

@@ -1,4 +1,4 @@
-"""Every code block of docs/fusion.md runs as written (tests/test_docs_blocks.py names this
+"""Every code block of docs/fusion.md runs as written (tests/docs/test_docs_blocks.py names this
 test in its DEDICATED pages and runs the other pages): ```python blocks each in a fresh
 interpreter, ```sh blocks line by line with the installed console scripts, in a folder
 holding the files the page names (`exported.onnx`: PyTorch's form of a SmoothL1 gradient;
@@ -14,8 +14,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.fusion.graphs import Recipe, build
-from tests.test_docs_blocks import (
+from tests.docs.test_docs_blocks import (
     ROOT,
     Block,
     environment,
@@ -24,6 +23,7 @@ from tests.test_docs_blocks import (
     run_python_block,
     shell_commands,
 )
+from tests.fusion.graphs import Recipe, build
 
 PAGE = ROOT / "docs" / "fusion.md"
 BLOCKS = page_blocks(PAGE)

@@ -19,15 +19,9 @@ pytest.importorskip("onnxscript", reason="needs onnxscript: pip install -e '.[to
 
 from lossgrad_compiler import fuse, spec  # noqa: E402
 from lossgrad_compiler.torch import export_training_step  # noqa: E402
+from tests.fusion.family_graphs import OPS  # noqa: E402
 from tests.fusion.steps import loss_gradient_step  # noqa: E402
 
-OPS = {
-    "mse": "MseLossBackward",
-    "huber": "HuberLossBackward",
-    "soft_margin": "SoftMarginLossBackward",
-    "bce": "BinaryCrossEntropyBackward",
-    "bce_logits": "BinaryCrossEntropyWithLogitsBackward",
-}
 ATTRS: dict[str, dict[str, Any]] = {
     "mse": {},
     "huber": {"delta": 0.5},

@@ -15,7 +15,7 @@ additive term that went into it, in float64:
 * HuberLossBackward:    |ge|*max(delta, |x| + |t|)
 * SoftMarginLossBackward: |ge|*|t|*(2 + |t*x|)  (a bound: the exp of a rounded product is off
   by up to |tx| of its rounding; the operator's -t*sigmoid(-tx) does not cancel, and
-  tests/test_large_argument_gradients.py holds it to ulps of each value)
+  tests/operators/test_large_argument_gradients.py holds it to ulps of each value)
 * BinaryCrossEntropyBackward: |ge|*|w|*(|x| + |t|)*(2 + |x|)/max(|x*(1-x)|, 1e-12)
 * BinaryCrossEntropyWithLogitsBackward: |ge|*|w|*(sig*(1 + |x|) + |t|), or with pos_weight p
   |ge|*|w|*((|p*t| + 1 + |t|)*sig*(1 + |x|) + |p*t|), sig = sigmoid(x)

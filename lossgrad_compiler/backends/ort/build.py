@@ -70,7 +70,7 @@ ENV_MARCH = "LOSSGRAD_ORT_MARCH"
 # -fno-tree-sink keeps a call to the float log where the body has it: sunk into the branch of
 # a select that uses it (KlDivTargetBackward's `target == 0 ? 0 : ...`), the call would stop
 # the loop from being vectorised with the log's vector variant (cxx/vmath.h; without the flag
-# no loop calls it, tests/test_ort_vector_variants.py). -fno-thread-jumps keeps a call to the
+# no loop calls it, tests/ort/test_ort_vector_variants.py). -fno-thread-jumps keeps a call to the
 # float exp whose argument is a select (the sigmoid's exp(z > 0 ? -z : z)) one call: jump
 # threading copies it into both arms of the select, and the loop is then not vectorised
 # (SoftMarginLossBackward's body with g++ 12: scalar calls, an order of magnitude slower;
