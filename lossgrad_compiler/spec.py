@@ -762,6 +762,38 @@ def validate(
     )
 
 
+ABSENT_DIM = "absent"
+"""What an operand of lower rank has on a leading axis of the iteration space."""
+
+
+def dim_at(shape: Shape, axis: int, rank: int) -> Dim:
+    """`shape`'s dimension on `axis` of a rank-`rank` iteration space (numpy's right
+    alignment), or ABSENT_DIM."""
+    j = axis - (rank - len(shape))
+    return shape[j] if j >= 0 else ABSENT_DIM
+
+
+def broadcast_dims(op: OperatorSpec, shapes: Mapping[str, Shape]) -> dict[str, tuple[bool, ...]]:
+    """Per given input and dimension, whether a kernel compiled by signature reads it as a
+    broadcast 1: a static 1 where another input that spans the iteration space (a BASE or
+    ENLARGES one) has a dimension other than 1. Every other dimension is dynamic there, and a
+    dynamic dimension is never broadcast (docs/level2.md)."""
+    spans = {i.name for i in op.inputs if i.broadcast is not Broadcast.FITS}
+    rank = max((len(s) for s in shapes.values()), default=0)
+    return {
+        name: tuple(
+            d == 1
+            and any(
+                dim_at(other, rank - len(shape) + j, rank) not in (1, ABSENT_DIM)
+                for other_name, other in shapes.items()
+                if other_name != name and other_name in spans
+            )
+            for j, d in enumerate(shape)
+        )
+        for name, shape in shapes.items()
+    }
+
+
 def _iteration_space(
     op: OperatorSpec, shapes: Mapping[str, Shape | None]
 ) -> tuple[Shape | None, Shape | None]:

@@ -101,12 +101,11 @@ def signature_of(call: spec.CheckedCall) -> Signature:
     shapes = [call.shapes[name] for name in present]
     if any(s is None for s in shapes):
         raise ValueError("a signature needs the rank of every input")
-    known = [s for s in shapes if s is not None]
-    # The loops an operand is broadcast against: the inputs that span the iteration space
-    # (B = broadcast(self, target), and an input that enlarges it; docs/level2.md).
-    spans = {i.name for i in call.op.inputs if i.broadcast is not spec.Broadcast.FITS}
-    loop_inputs = [k for k, name in enumerate(present) if name in spans]
-    patterns = {name: _pattern(k, known, loop_inputs) for k, name in enumerate(present)}
+    known = {name: s for name, s in zip(present, shapes, strict=True) if s is not None}
+    patterns = {
+        name: tuple(1 if broadcast else None for broadcast in dims)
+        for name, dims in spec.broadcast_dims(call.op, known).items()
+    }
     signature = Signature(
         op_type=call.op.name,
         types=tuple(call.types.get(i.name) for i in call.op.inputs),
@@ -116,22 +115,3 @@ def signature_of(call: spec.CheckedCall) -> Signature:
     assert _SYMBOL.match(signature.id), signature.id
     return signature
 
-
-def _pattern(index: int, shapes: list[spec.Shape], loop_inputs: list[int]) -> Pattern:
-    shape = shapes[index]
-    rank = max(len(s) for s in shapes)
-    out: list[int | None] = []
-    for j, d in enumerate(shape):
-        axis = rank - len(shape) + j
-        broadcast = d == 1 and any(
-            _dim_at(shapes[other], axis, rank) not in (1, "absent")
-            for other in loop_inputs
-            if other != index
-        )
-        out.append(1 if broadcast else None)
-    return tuple(out)
-
-
-def _dim_at(shape: spec.Shape, axis: int, rank: int) -> spec.Dim | str:
-    j = axis - (rank - len(shape))
-    return shape[j] if j >= 0 else "absent"

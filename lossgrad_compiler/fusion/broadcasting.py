@@ -20,35 +20,6 @@ from collections.abc import Mapping
 
 from lossgrad_compiler import spec
 
-ABSENT = "absent"  # an operand of lower rank has no dimension on a leading axis
-
-
-def kernel_broadcasts(
-    op_type: str, shapes: Mapping[str, spec.Shape]
-) -> dict[str, tuple[bool, ...]]:
-    """Per operand and dimension: whether the compiled kernel reads it as a broadcast 1
-    (frontend/signature.py's pattern: a static 1 against a dimension other than 1 of an
-    input that spans the iteration space)."""
-    spans = {
-        i.name for i in spec.operator(op_type).inputs if i.broadcast is not spec.Broadcast.FITS
-    }
-    rank = max((len(s) for s in shapes.values()), default=0)
-    found: dict[str, tuple[bool, ...]] = {}
-    for name, shape in shapes.items():
-        flags = []
-        for j, d in enumerate(shape):
-            axis = rank - len(shape) + j
-            flags.append(
-                d == 1
-                and any(
-                    _dim_at(other, axis, rank) not in (1, ABSENT)
-                    for other_name, other in shapes.items()
-                    if other_name != name and other_name in spans
-                )
-            )
-        found[name] = tuple(flags)
-    return found
-
 
 def unproved_broadcast(
     op_type: str,
@@ -67,13 +38,13 @@ def unproved_broadcast(
     shapes: dict[str, spec.Shape] = {n: s for n, s in compiled.items() if s is not None}
     if any(len(shapes[n]) != len(known[n]) for n in shapes):
         return "the compiler and the pass see operands of different ranks"
-    broadcast = kernel_broadcasts(op_type, shapes)
+    broadcast = spec.broadcast_dims(spec.operator(op_type), shapes)
     rank = max((len(s) for s in shapes.values()), default=0)
     for axis in range(rank):
         dynamic = {
-            name: _dim_at(known[name], axis, rank)
+            name: spec.dim_at(known[name], axis, rank)
             for name in shapes
-            if _dim_at(shapes[name], axis, rank) != ABSENT
+            if spec.dim_at(shapes[name], axis, rank) != spec.ABSENT_DIM
             and not broadcast[name][axis - (rank - len(shapes[name]))]
         }
         sizes = set(dynamic.values())
@@ -88,11 +59,6 @@ def unproved_broadcast(
                 "time, so the fused node could fail where the graph runs"
             )
     return ""
-
-
-def _dim_at(shape: spec.Shape, axis: int, rank: int) -> spec.Dim | str:
-    j = axis - (rank - len(shape))
-    return shape[j] if j >= 0 else ABSENT
 
 
 def _shown(shape: spec.Shape) -> str:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lossgrad_compiler import fuse, spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.frontend.signature import signature_of
-from lossgrad_compiler.fusion.broadcasting import kernel_broadcasts, unproved_broadcast
+from lossgrad_compiler.fusion.broadcasting import unproved_broadcast
 from tests.fusion.contract import Subject, check_fusion
 from tests.fusion.graphs import Recipe, build, feeds, np_type
 
@@ -125,8 +125,9 @@ SHAPES = st.lists(DIMS, min_size=0, max_size=3).map(tuple)
 def test_the_pattern_is_the_compilers(
     op_type: str, shapes: list[spec.Shape], attrs: dict[str, str]
 ) -> None:
-    """kernel_broadcasts reads a call's broadcast 1s as frontend/signature.py does (the pass
-    sits below the frontend and cannot import it)."""
+    """The pass reads a call's broadcast 1s by the rule the compiler's signatures are made
+    by (spec.broadcast_dims: the pass sits below the frontend): a signature's patterns are
+    exactly those 1s."""
     names = [i.name for i in spec.operator(op_type).inputs]
     infos = {
         n: spec.TensorInfo(np.dtype(np.float32), s) for n, s in zip(names, shapes, strict=False)
@@ -143,4 +144,4 @@ def test_the_pattern_is_the_compilers(
         if p is not None
     }
     known = {n: s for n, s in call.shapes.items() if s is not None}
-    assert kernel_broadcasts(op_type, known) == compiler
+    assert spec.broadcast_dims(spec.operator(op_type), known) == compiler
