@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -147,3 +148,28 @@ def feeds_of(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def run(session: ort.InferenceSession, inputs: dict[str, np.ndarray]) -> np.ndarray:
     return run_session(session, feeds_of(inputs))[0]
+
+
+TWO_NATIVE_RUNS = textwrap.dedent(
+    """
+    import warnings
+    from lossgrad_compiler import reference
+    from lossgrad_compiler.evaluation import ort as native
+    from tests.helpers.cases import make_case
+    from tests.helpers.tolerances import assert_close
+    from tests.ort.support import case_model, feeds_of
+
+    case = make_case("KlDivTargetBackward", {"reduction": "mean"}, (2, 3), (2, 3), ())
+    want = reference.evaluate(case.op_type, case.inputs, case.attrs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            (got,) = native.run_native(case_model(case), feeds_of(case.inputs))
+            assert_close(got, want, compute=case.compute_dtype, tight=True)
+    for w in caught:
+        print("WARNING", w.category.__name__, w.message)
+    """
+)
+"""A child process's script: one KlDivTargetBackward call through run_native, twice,
+checked against the reference, and every warning printed as `WARNING <category> <message>`
+(what the fallback and full-disk tests read)."""

@@ -35,7 +35,7 @@ from lossgrad_compiler.targets import ort_library
 from tests.helpers import isolated
 from tests.helpers.cases import make_case
 from tests.helpers.tolerances import assert_close
-from tests.ort.support import case_model, feeds_of, native_library
+from tests.ort.support import TWO_NATIVE_RUNS, case_model, feeds_of, native_library
 
 SOURCE = textwrap.dedent(
     """
@@ -265,29 +265,6 @@ def test_session_and_run_native_rebuild_a_truncated_kernel_library(tmp_path: Pat
 
 # --------------------------------------------------------------------------- item 7
 
-FALLBACK_SCRIPT = textwrap.dedent(
-    """
-    import warnings
-    from lossgrad_compiler import reference
-    from lossgrad_compiler.evaluation import ort as native
-    from lossgrad_compiler.targets.ort_library import library_path
-    from tests.helpers.cases import make_case
-    from tests.helpers.tolerances import assert_close
-    from tests.ort.support import case_model, feeds_of
-
-    case = make_case("KlDivTargetBackward", {"reduction": "mean"}, (2, 3), (2, 3), ())
-    want = reference.evaluate(case.op_type, case.inputs, case.attrs)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(2):
-            (got,) = native.run_native(case_model(case), feeds_of(case.inputs))
-            assert_close(got, want, compute=case.compute_dtype, tight=True)
-    for w in caught:
-        print("WARNING", w.category.__name__, w.message)
-    """
-)
-
-
 def _unusable_cache(tmp_path: Path, kind: str) -> tuple[Path, tuple[str, ...]]:
     if kind == "unwritable":
         return isolated.unwritable_directory(tmp_path)
@@ -302,7 +279,7 @@ def test_unusable_cache_dir_falls_back_to_the_functions_with_one_warning(
 ) -> None:
     _tools()
     cache, prefix = _unusable_cache(tmp_path, kind)
-    done = isolated.run_python(FALLBACK_SCRIPT, cache, prefix=prefix)
+    done = isolated.run_python(TWO_NATIVE_RUNS, cache, prefix=prefix)
     assert done.returncode == 0, isolated.outcome(done)
     warned = [line for line in done.stdout.splitlines() if line.startswith("WARNING")]
     assert len(warned) == 1, done.stdout
