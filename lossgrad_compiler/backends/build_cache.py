@@ -190,7 +190,9 @@ def manifest_problem(manifest: Path) -> str | None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write `path` through a temporary file in its folder, renamed into place."""
+    """Write `path` through a temporary file in its folder (made if missing), renamed into
+    place, so that a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

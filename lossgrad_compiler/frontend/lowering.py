@@ -22,7 +22,8 @@ from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 
 
 class LoweringForm(StrEnum):
-    """Which level-2 form a target receives (docs/level2.md)."""
+    """Which level-2 form is lowered (docs/level2.md): the static one every target receives,
+    or the run-time-parameter one the native ORT library's variants are printed from."""
 
     STATIC = "static"
     """n and beta are constants of the function: one function per signature."""

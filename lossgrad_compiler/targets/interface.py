@@ -1,10 +1,10 @@
 """The Target interface: what a backend declares so that `compile_model` and
 `lossgrad-compile` reach it by name.
 
-A target declares its name, what it produces, its options (types, defaults, choices) and the
-level-2 form it takes, and implements one `compile(compilation)`: the driver has run the model
-through the one pipeline (pipeline.py: loaded, checked, imported, its signatures lowered once
-from the per-signature cache every consumer shares) and hands the result down. A target
+A target declares its name, what it produces and its options (types, defaults, choices),
+and implements one `compile(compilation)`: the driver has run the model through the one
+pipeline (pipeline.py: loaded, checked, imported, its signatures lowered once, in the static
+form, from the per-signature cache every consumer shares) and hands the result down. A target
 may also offer `evaluate`, with `reference.evaluate`'s call shape. Targets register through
 the entry-point group `lossgrad_compiler.targets` (registry.py), the built-in ones as any
 other package would.
@@ -150,7 +150,6 @@ class Artifact:
         written = []
         for relative, data in self.files.items():
             path = root / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(path, data)
             if relative in self.executables:
                 path.chmod(0o755)

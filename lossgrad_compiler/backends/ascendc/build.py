@@ -307,7 +307,6 @@ def build_executable(
         try:
             with build_notice(what, _why(target, problem, "runner"), duration):
                 for relative, text in sources.items():
-                    (work / relative).parent.mkdir(parents=True, exist_ok=True)
                     write_atomically(work / relative, text.encode("utf-8"))
                 jobs = []
                 for unit, kind in units.items():

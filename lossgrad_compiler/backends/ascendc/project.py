@@ -108,7 +108,6 @@ def emit_project(module: ModuleOp, out_dir: Path | str, soc: str = DEFAULT_SOC) 
     written = []
     for relative, text in emitted_files(module, soc).items():
         path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, text.encode("utf-8"))
         if path.name in EXECUTABLE_FILES:
             path.chmod(0o755)

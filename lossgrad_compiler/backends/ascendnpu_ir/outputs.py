@@ -98,7 +98,6 @@ def write_outputs(
     outputs = signature_outputs(module, soc)
     for relative, data in outputs.files.items():
         path = out_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, data)
         if relative in outputs.executables:
             path.chmod(0o755)
