@@ -66,6 +66,7 @@ FAMILY = (
     "SoftMarginLossBackward",
     "BinaryCrossEntropyBackward",
     "BinaryCrossEntropyWithLogitsBackward",
+    "L1LossBackward",
 )
 OPS = ("KlDivBackward", "SmoothL1LossBackward", "KlDivTargetBackward", *FAMILY)
 ATTRS = {
@@ -380,13 +381,15 @@ def torch_runner(op: str, inputs: dict[str, np.ndarray], threads: int):
         except RuntimeError:  # a type PyTorch's CPU kernel does not take
             return None
         return backward
-    # the KL gradients and BCE with logits have no aten backward: autograd's
+    # the KL gradients, BCE with logits and L1 have no aten backward: autograd's
     wrt = t if op == "KlDivTargetBackward" else x
     wrt.requires_grad_(True)
     with warnings.catch_warnings():  # torch warns that 'mean' will change meaning
         warnings.simplefilter("ignore")
         if op == "BinaryCrossEntropyWithLogitsBackward":
             loss = torch.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction)
+        elif op == "L1LossBackward":
+            loss = torch.nn.functional.l1_loss(x, t, reduction=reduction)
         else:
             loss = torch.nn.functional.kl_div(x, t, reduction=reduction)
     return lambda: torch.autograd.grad(loss, [wrt], grad_outputs=go, retain_graph=True)

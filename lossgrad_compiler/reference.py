@@ -250,6 +250,14 @@ def _binary_cross_entropy_with_logits_backward(
     return value if v.scale is None else value / v.scale
 
 
+def _l1_loss_backward(v: Operands, attrs: Mapping[str, Any], c: type) -> np.ndarray:
+    """mulf(g/n, sgn(x-t)), g where nothing is scaled; sgn(d) = (0 < d) - (d < 0), 0 for
+    a zero or NaN difference (PyTorch's)."""
+    g = v.go if v.scale is None else v.go / v.scale
+    d = v.x - v.t
+    return g * (np.where(d > c(0), c(1), c(0)) - np.where(d < c(0), c(1), c(0)))
+
+
 BODIES: dict[str, Body] = {
     spec.KL_DIV_BACKWARD.name: _kl_div_backward,
     spec.KL_DIV_TARGET_BACKWARD.name: _kl_div_target_backward,
@@ -261,6 +269,7 @@ BODIES: dict[str, Body] = {
     spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name: (
         _binary_cross_entropy_with_logits_backward
     ),
+    spec.L1_LOSS_BACKWARD.name: _l1_loss_backward,
 }
 
 

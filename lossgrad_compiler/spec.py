@@ -325,7 +325,8 @@ class Scaling(StrEnum):
     RECIPROCAL = "reciprocal"
     """The formula multiplies by 1/n where its decomposition does."""
     DIVISOR = "divisor"
-    """The formula divides its value by n at the end."""
+    """The formula divides by n where its decomposition does: its value at the end (the
+    binary cross entropies), or grad_output first (L1LossBackward, autograd's MeanBackward)."""
 
 
 @dataclass(frozen=True)
@@ -519,6 +520,19 @@ BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD = OperatorSpec(
     scaling=Scaling.DIVISOR,
 )
 
+L1_LOSS_BACKWARD = OperatorSpec(
+    name="L1LossBackward",
+    mnemonic="l1_loss_backward",
+    output="grad_input",
+    differentiates="",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)),),
+    doc="Gradient of l1_loss: (g/n)*sgn(x-t) (g for none and sum), with sgn(0) = sgn(NaN) = 0.",
+    aclnn="aclnnL1LossBackward",
+    inputs=(GRAD_OUTPUT_ENLARGES, SELF, TARGET),
+    since_version=3,
+    scaling=Scaling.DIVISOR,
+)
+
 OPERATORS: dict[str, OperatorSpec] = {
     op.name: op
     for op in (
@@ -530,6 +544,7 @@ OPERATORS: dict[str, OperatorSpec] = {
         SOFT_MARGIN_LOSS_BACKWARD,
         BINARY_CROSS_ENTROPY_BACKWARD,
         BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD,
+        L1_LOSS_BACKWARD,
     )
 }
 

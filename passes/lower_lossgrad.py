@@ -237,6 +237,24 @@ def binary_cross_entropy_with_logits_backward() -> Formula:
     return body
 
 
+def l1_loss_backward() -> Formula:
+    """mulf(divf(g, n), sgn(x - t)): autograd's MeanBackward (g/n; g where nothing is
+    scaled), then AbsBackward's product by sgn. sgn(d) = (0 < d) - (d < 0), PyTorch's:
+    0 for a zero and for a NaN difference."""
+
+    def body(b: ScalarBuilder, v: BodyValues) -> SSAValue:
+        assert v.x is not None and v.go is not None
+        zero = b.constant(0.0, v.compute_type)
+        one = b.constant(1.0, v.compute_type)
+        g = v.go if v.scale is None else b.divf(v.go, v.scale)
+        d = b.subf(v.x, v.t)
+        above = b.select(b.cmpf("ogt", d, zero), one, zero)
+        below = b.select(b.cmpf("olt", d, zero), one, zero)
+        return b.mulf(g, b.subf(above, below))
+
+    return body
+
+
 # --------------------------------------------------------------------------- one op
 
 
@@ -425,6 +443,7 @@ FORMULAS: dict[str, FormulaFor] = {
         binary_cross_entropy_with_logits_backward(),
         True,
     ),
+    spec.L1_LOSS_BACKWARD.name: lambda a: (l1_loss_backward(), True),
 }
 """Per operator: its formula for the op's attributes, and whether the formula reads `self`."""
 

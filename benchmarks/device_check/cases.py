@@ -28,6 +28,7 @@ ATTRS: dict[str, dict[str, Any]] = {
     "SoftMarginLossBackward": {"reduction": "mean"},
     "BinaryCrossEntropyBackward": {"reduction": "mean"},
     "BinaryCrossEntropyWithLogitsBackward": {"reduction": "mean"},
+    "L1LossBackward": {"reduction": "mean"},
 }
 """The attributes of each operator's benchmark signature (bench_ort_native.ATTRS)."""
 
@@ -63,6 +64,7 @@ DOMAINS: dict[str, Draw] = {
     "SoftMarginLossBackward": _signs,
     "BinaryCrossEntropyBackward": _probabilities,  # self a probability, target in [0, 1]
     "BinaryCrossEntropyWithLogitsBackward": _labels,
+    "L1LossBackward": _normal,
 }
 """(self, target) of each operator, drawn in its domain (bench_ort_native.make_inputs)."""
 

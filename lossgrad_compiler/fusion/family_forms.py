@@ -1,6 +1,7 @@
 """The written forms of the loss family's gradients (MseLossBackward onwards), as PyTorch
 2.13's exporter writes them for a training step over `F.mse_loss`, `F.huber_loss`,
-`F.soft_margin_loss`, `F.binary_cross_entropy` and `F.binary_cross_entropy_with_logits`.
+`F.soft_margin_loss`, `F.binary_cross_entropy`, `F.binary_cross_entropy_with_logits` and
+`F.l1_loss`.
 
 Their kernels (passes/lower_lossgrad.py) keep PyTorch's own order of operations, so each
 form here is the kernel's formula as the exporter writes it: with grad_output dropped where
@@ -16,7 +17,17 @@ from typing import Any
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.fusion.factors import DIVISOR, RECIPROCAL
-from lossgrad_compiler.fusion.forms import FORMS, D, Form, S, T, X, _fixed
+from lossgrad_compiler.fusion.forms import (
+    FORMS,
+    D,
+    Form,
+    S,
+    T,
+    X,
+    _fixed,
+    float_cast,
+    widening_cast,
+)
 from lossgrad_compiler.fusion.patterns import (
     OPTIONAL_WIDENING_CAST,
     VARIES,
@@ -37,6 +48,7 @@ HUBER = "HuberLossBackward"
 SOFT_MARGIN = "SoftMarginLossBackward"
 BCE = "BinaryCrossEntropyBackward"
 BCE_LOGITS = "BinaryCrossEntropyWithLogitsBackward"
+L1 = "L1LossBackward"
 W = Var("W")  # weight
 PW = Var("PW")  # pos_weight
 DELTA = Const("delta")
@@ -168,6 +180,25 @@ def _bce_logits_patterns() -> list[Pattern]:
     return _divided([*(P.Mul(v, W) for v in scaled), *scaled])
 
 
+def _l1_patterns(sign: Pattern) -> list[Pattern]:
+    """(g/n)*sgn(x - t), autograd's MeanBackward then AbsBackward; g where nothing is
+    scaled. A sign alone is not read as a gradient (it would name a reduction the graph may
+    not have: the product by g/n can be left outside for its own reason)."""
+    return [P.Mul(P.Div(S, N), sign), P.Mul(S, sign)]
+
+
+L1_EXPORTED_SIGN = float_cast(P.Sign(widening_cast(D)))
+"""How the exporter writes F.l1_loss's sign (and F.smooth_l1_loss's with beta 0, which is
+l1_loss): the half types cast around Sign, exact since the sign of a half difference is
+the sign of the exact one (gradual underflow) and 1, -1 and 0 are exact in every type.
+ONNX leaves Sign(NaN) open (docs/fusion.md)."""
+L1_INLINE_SIGN = P.Sub(
+    P.Where(P.Greater(D, Lit(0.0)), Lit(1.0), Lit(0.0)),
+    P.Where(P.Less(D, Lit(0.0)), Lit(1.0), Lit(0.0)),
+)
+"""This project's inline mode: sgn(d) = (d > 0) - (d < 0), 0 for NaN."""
+
+
 # the longer forms first: the first reading that fuses wins, and a candidate's reason is
 # its first reading's. SoftMarginLossBackward's decomposition (t*g)*(sigmoid(t*x) - 1) is
 # known and left whole, with its reason: it also reads as a
@@ -183,6 +214,8 @@ FAMILY_FORMS: tuple[Form, ...] = (
     *_family(BCE, _bce_patterns(), attributes=_bce_epsilon, scaling=DIVISOR),
     *_huber_forms(),
     *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
+    *_family(L1, _l1_patterns(L1_EXPORTED_SIGN), scaling=DIVISOR),
+    *(Form(L1, "inline", p, _fixed(), scaling=DIVISOR) for p in _l1_patterns(L1_INLINE_SIGN)),
 )
 
 ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)

@@ -60,11 +60,11 @@ class Form:
     factor_is_grad_output: bool = False  # a RECIPROCAL factor that is no k/n is grad_output
 
 
-def _cast(pattern: Pattern) -> Pattern:
+def float_cast(pattern: Pattern) -> Pattern:
     return Op(OPTIONAL_FLOAT_CAST, (pattern,))
 
 
-def _widened(pattern: Pattern) -> Pattern:
+def widening_cast(pattern: Pattern) -> Pattern:
     return Op(OPTIONAL_WIDENING_CAST, (pattern,))
 
 
@@ -239,9 +239,7 @@ FORMS: tuple[Form, ...] = (
         ),
         _fixed(beta=0.0),
     ),
-    # The exporter's half-type L1 gradient casts around Sign: the sign of a half difference
-    # is the sign of the exact one (gradual underflow), and ±1/0 are exact in every type.
-    Form(SMOOTH_L1, "pytorch", P.Mul(S, _cast(P.Sign(_widened(D)))), _fixed(beta=0.0)),
+    # PyTorch's g*sign(x - t) is L1LossBackward's (family_forms.py), whichever loss wrote it.
     # KlDivBackward: -s * exp(t) and -s * t.
     Form(KL, "pytorch/inline", P.Neg(P.Mul(S, P.Exp(T))), _fixed(log_target=1)),
     Form(KL, "inline", P.Neg(P.Mul(S, T)), _fixed(log_target=0)),

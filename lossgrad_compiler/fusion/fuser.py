@@ -34,7 +34,7 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.fusion.broadcasting import unproved_broadcast
 from lossgrad_compiler.fusion.factors import family_scale, is_candidate
-from lossgrad_compiler.fusion.family_forms import ALL_FORMS
+from lossgrad_compiler.fusion.family_forms import ALL_FORMS, L1
 from lossgrad_compiler.fusion.forms import SMOOTH_L1, Form
 from lossgrad_compiler.fusion.graph import (
     GraphIndex,
@@ -311,7 +311,7 @@ class _Fuser:
         result_type = self.index.type_of(output)
         if result_type is None or not result_type.known_shape or result_type.float_type is None:
             return left("shape inference does not give the result's type and shape")
-        compute = self._graph_compute(region, form, attrs)
+        compute = self._graph_compute(region, form, attrs, binding)
         if isinstance(compute, str):
             return left(compute)
         first: _Plan | _Left | None = None
@@ -433,14 +433,12 @@ class _Fuser:
         return None if form.same_rounding(attrs, s_is_one) else form.order
 
     def _graph_compute(
-        self, region: list[NodeProto], form: Form, attrs: dict[str, Any]
+        self, region: list[NodeProto], form: Form, attrs: dict[str, Any], binding: Binding
     ) -> spec.FloatType | str | None:
         """The one float type every rounding operation of the subgraph computes in (the
         fused node must compute in it too), None where any type gives the same results, or
         why there is none."""
-        if form.op_type == SMOOTH_L1 and attrs.get("beta") == 0.0:
-            # s * sign(d): the sign of a rounded difference is the exact one's (gradual
-            # underflow), and s times -1, 0 or 1 is exact in every float type
+        if _sign_times_grad_output(form, attrs, binding):
             return None
         types: dict[str, spec.FloatType] = {}
         for node in region:
@@ -840,6 +838,15 @@ def _dim_names(dims: list[tuple[int, tuple[str, ...]]]) -> list[tuple[object, bo
         else:
             out.append((None, False))
     return out
+
+
+def _sign_times_grad_output(form: Form, attrs: dict[str, Any], binding: Binding) -> bool:
+    """s * sign(d) (SmoothL1 with beta 0, L1 without a division by n): the sign of a rounded
+    difference is the exact one's (gradual underflow), and s times -1, 0 or 1 is exact in
+    every float type. L1's g/n rounds in the graph's type, so a division keeps it."""
+    if form.op_type == SMOOTH_L1:
+        return attrs.get("beta") == 0.0
+    return form.op_type == L1 and "N" not in binding.values
 
 
 def _compute_mismatch(graph: spec.FloatType, node: spec.FloatType) -> str:

@@ -259,12 +259,18 @@ def _bce_logits(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str,
     return ge * w * (sig + t)
 
 
+def _l1(ge: Any, x: Any, t: Any, extra: dict[str, Any], attrs: dict[str, Any]) -> Any:
+    """|ge|: (g/n) times a sign, which is exact."""
+    return ge
+
+
 FAMILY_TERMS = {
     "BinaryCrossEntropyWithLogitsBackward": _bce_logits,
     "BinaryCrossEntropyBackward": _bce,
     "MseLossBackward": _mse,
     "HuberLossBackward": _huber,
     "SoftMarginLossBackward": _soft_margin,
+    "L1LossBackward": _l1,
 }
 """M of the loss family's operators (the sizes of the terms an element is made of, as in
 tests/helpers/magnitude.py), from |ge| = |grad_output| * scale, self, target and the
@@ -715,8 +721,8 @@ def check_fusion(
 
 def wrong_compute_types(fused: onnx.ModelProto, compute: Any) -> list[str]:
     """The ai.lossgrad nodes of the fused model that do not compute in `compute`, the type
-    the original computes the gradient in (SmoothL1LossBackward with beta 0 aside: its
-    result is the same in every type)."""
+    the original computes the gradient in (SmoothL1LossBackward with beta 0 and
+    L1LossBackward without a mean aside: g*sgn(d) is the same in every type)."""
     inferred = onnx.shape_inference.infer_shapes(fused)
     types = {
         v.name: v.type.tensor_type.elem_type
@@ -729,6 +735,8 @@ def wrong_compute_types(fused: onnx.ModelProto, compute: Any) -> list[str]:
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "SmoothL1LossBackward" and attrs.get("beta") == 0.0:
+            continue
+        if node.op_type == "L1LossBackward" and attrs.get("reduction") != b"mean":
             continue
         operands = [spec.float_type(types.get(name, 0)) for name in node.input]
         if any(t is None for t in operands):

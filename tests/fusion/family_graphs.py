@@ -22,6 +22,7 @@ OPS = {
     "soft_margin": "SoftMarginLossBackward",
     "bce": "BinaryCrossEntropyBackward",
     "bce_logits": "BinaryCrossEntropyWithLogitsBackward",
+    "l1": "L1LossBackward",
 }
 DELTA = 0.5  # HuberLossBackward's threshold in these graphs
 
@@ -79,6 +80,9 @@ def _gradient(g: _Nodes, loss: str, n: str) -> str:
         return g.add("Div", [g.add("Div", [g.add("Sub", ["x", "t"]), clamped]), n])
     if loss == "bce_logits":
         return g.add("Div", [g.add("Sub", [g.add("Sigmoid", ["x"]), "t"]), n])
+    if loss == "l1":  # (g/n)*sign(d) with the seed g = 1
+        sign = g.add("Sign", [g.add("Sub", ["x", "t"])])
+        return g.add("Mul", [sign, g.add("Div", [g.const(1.0), n])])
     raise ValueError(loss)
 
 

@@ -17,6 +17,8 @@ def _loss(loss: str, x: torch.Tensor, t: torch.Tensor, reduction: str, attrs: An
         return F.smooth_l1_loss(x, t, reduction=reduction, beta=attrs["beta"])
     if loss == "mse":
         return F.mse_loss(x, t, reduction=reduction)
+    if loss == "l1":
+        return F.l1_loss(x, t, reduction=reduction)
     if loss == "huber":
         return F.huber_loss(x, t, reduction=reduction, delta=attrs["delta"])
     if loss == "soft_margin":

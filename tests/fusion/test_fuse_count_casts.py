@@ -22,7 +22,7 @@ from tests.fusion.contract import Subject, check_fusion
 LOSSES = sorted(family_graphs.OPS)
 # the operators whose exported form fuses with reduction mean (PyTorch's form of
 # SoftMarginLossBackward is recognised and left: it cancels where the kernel does not)
-MEAN_FORMS = ("mse", "huber", "bce", "bce_logits")
+MEAN_FORMS = ("mse", "huber", "bce", "bce_logits", "l1")
 
 # (shape, Cast of the shape vector, how the count is taken): the count changes, or may
 # change for some size a dynamic dimension takes

@@ -188,6 +188,8 @@ EXPORTED_STEPS = [
     ("soft_margin", "input", "mean", {}),
     ("bce", "input", "mean", {}),
     ("bce_logits", "input", "sum", {}),
+    ("l1", "input", "mean", {}),
+    ("l1", "input", "none", {}),
 ]
 OPERATOR = {
     ("kl_div", "input"): "KlDivBackward",
@@ -197,6 +199,7 @@ OPERATOR = {
     ("soft_margin", "input"): "SoftMarginLossBackward",
     ("bce", "input"): "BinaryCrossEntropyBackward",
     ("bce_logits", "input"): "BinaryCrossEntropyWithLogitsBackward",
+    ("l1", "input"): "L1LossBackward",
 }
 
 

@@ -28,6 +28,7 @@ ATTRS: dict[str, dict[str, Any]] = {
     "soft_margin": {},
     "bce": {},
     "bce_logits": {},
+    "l1": {},
 }
 
 
@@ -137,6 +138,10 @@ NEAR_MISSES: list[tuple[str, str, bool, str, Mutation, str]] = [
     ("bce_logits", "mean", False, "/21", lambda m: scale_constant(m, 20.0, 21 / 20), ""),
     ("bce_logits", "mean", False, "sigmoid read", lambda m: read_elsewhere(m, "Sigmoid"), "also"),
     ("huber", "none", False, "one below -1", lambda m: one_element(m, -0.5, -1.0), "one number"),
+    # sign(x - t)*0.05, and (sign(x - t)*Div(Expand(1), n)) dynamic
+    ("l1", "mean", False, "x - t read", lambda m: read_elsewhere(m, "Sub"), "also read by"),
+    ("l1", "mean", True, "sign read", lambda m: read_elsewhere(m, "Sign"), "also read by"),
+    ("l1", "sum", False, "x - t read", lambda m: read_elsewhere(m, "Sub"), "also read by"),
 ]
 
 
@@ -253,3 +258,22 @@ def test_huber_branch_without_delta_needs_delta_one() -> None:
     ops, lines = fused_ops(model)
     assert "HuberLossBackward" not in ops
     assert any("not multiplied by delta" in line for line in lines), lines
+
+
+def test_l1_with_another_divisor_takes_the_quotient_as_grad_output() -> None:
+    """A dynamic mean whose divisor is not the element count, sign(x - t)*(1/(n + 1)), is
+    still L1's arithmetic: (g/n)*sgn with g/n the graph's own quotient, so the node takes that
+    quotient as its grad_output (reduction none) and the division stays in the graph."""
+    model = copy(exported("l1", "mean", True))
+    divide = node(model, "Div")
+    one = onnx.numpy_helper.from_array(np.array(1.0, np.float32), "one_more")
+    model.graph.initializer.append(one)
+    plus = onnx.helper.make_node("Add", [divide.input[1], "one_more"], ["n_plus_one"])
+    model.graph.node.insert(list(model.graph.node).index(divide), plus)
+    divide.input[1] = "n_plus_one"
+    fused, report = fuse(model)
+    ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
+    assert [n.op_type for n in ours] == ["L1LossBackward"], report.lines()
+    assert onnx.helper.get_attribute_value(ours[0].attribute[0]) == b"none"
+    assert "Div" in [n.op_type for n in fused.graph.node], report.lines()
+    assert_contract(model, fused, "l1", "none")

@@ -1,4 +1,5 @@
-"""Real exports: training steps over F.kl_div and F.smooth_l1_loss, exported by PyTorch
+"""Real exports: training steps over F.kl_div, F.smooth_l1_loss and the loss family
+(F.mse_loss onwards, F.l1_loss among them), exported by PyTorch
 2.13's own exporter through lossgrad_compiler.torch, fused, and run in ONNX Runtime with the
 native kernels against torch.autograd.grad and against the exporter's unfused model."""
 
@@ -73,9 +74,18 @@ def _inputs(loss: str, attrs: dict[str, Any], dtype: str, shapes: tuple[tuple, t
 
 
 def _expected(
-    loss: str, wrt: str, attrs: dict[str, Any], dtype: str, dynamic: bool, reassociate: bool
+    loss: str,
+    wrt: str,
+    reduction: str,
+    attrs: dict[str, Any],
+    dtype: str,
+    dynamic: bool,
 ) -> str | None:
     """The ai.lossgrad op the fused model must hold, or None where the gradient is left."""
+    if loss == "smooth_l1" and attrs["beta"] == 0.0:
+        # F.smooth_l1_loss with beta 0 is F.l1_loss: the exporter writes g*sign(x - t),
+        # L1LossBackward's gradient
+        return "L1LossBackward"
     if loss == "smooth_l1":
         return "SmoothL1LossBackward"
     if wrt == "target":
@@ -137,7 +147,7 @@ def test_exported_step_is_fused_and_matches_autograd(config: tuple, reassociate:
     )
     exported, _ = export_training_step(step, (x, t), dynamic_shapes=shapes, fuse_gradients=False)
     ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
-    expected = _expected(loss, wrt, attrs, dtype, dynamic, reassociate)
+    expected = _expected(loss, wrt, reduction, attrs, dtype, dynamic)
     if expected is None:
         assert ours == [], report.lines()
         assert report.left, "a gradient left as written must be in the report"
@@ -146,7 +156,7 @@ def test_exported_step_is_fused_and_matches_autograd(config: tuple, reassociate:
         assert not any(f.reassociated for f in report.fused), report.lines()
         got = {a.name: onnx.helper.get_attribute_value(a) for a in ours[0].attribute}
         for name, value in attrs.items():
-            assert got[name] == value
+            assert got.get(name, value) == value  # L1LossBackward has no beta
         assert got["reduction"].decode() in EQUIVALENT.get(reduction, {reduction, "none"})
     want = step(x, t).detach().numpy()
     result = run_session(session(fused), _feeds(fused, (x, t)))[0]
@@ -298,6 +308,7 @@ FAMILY_OPS = {
     "bce_weight": "BinaryCrossEntropyBackward",
     "bce_logits": "BinaryCrossEntropyWithLogitsBackward",
     "bce_logits_weight": "BinaryCrossEntropyWithLogitsBackward",  # weight and pos_weight
+    "l1": "L1LossBackward",
 }
 # the first attributes run every reduction, dtype and batch; the others float32 mean
 FAMILY_ATTRS: dict[str, list[dict[str, Any]]] = {
@@ -308,10 +319,13 @@ FAMILY_ATTRS: dict[str, list[dict[str, Any]]] = {
     "bce_weight": [{}],
     "bce_logits": [{}],
     "bce_logits_weight": [{}],
+    "l1": [{}],
 }
 # where the exporter computes the mean's 1/n in float32 for float64 inputs, a float64 node
 # takes it as grad_output (reduction none, the same arithmetic)
 FAMILY_REDUCTIONS = {("huber", "mean", "float64", d): {"none"} for d in (False, True)}
+# a static l1 mean's seed is folded into the constant 1/n: grad_output, reduction none
+FAMILY_REDUCTIONS |= {("l1", "mean", dtype, False): {"none"} for dtype in DTYPES}
 EXPORTER_ROUNDS_IN[("huber", "mean", "float64")] = "float32"
 # (loss, reduction, dtype) -> why the exporter's graph is left: it computes the scale in
 # float32 for float64 inputs (2/n rounded to float32), which no float64 node computes
@@ -323,6 +337,8 @@ FAMILY_LEFT |= {
     for reduction in SL1_REDUCTIONS
 }
 EXPORTER_ROUNDS_IN[("mse", "mean", "float64")] = "float32"
+# a dynamic float16 l1 mean divides the seed by n in float16 (the node would round once)
+FAMILY_LEFT[("l1", "mean", "float16", True)] = "float16"
 # the decomposition's t*g*(sigmoid(t*x) - 1) cancels where SoftMarginLossBackward does not
 SOFT_MARGIN_LEFT = "which cancels"
 FAMILY_LEFT |= {
@@ -395,7 +411,9 @@ def test_family_step_is_fused_and_matches(config: tuple) -> None:
     exported, _ = export_training_step(step, args, dynamic_shapes=shapes, fuse_gradients=False)
     fused, report = fuse(exported)  # what export_training_step does (the round trip below)
     ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
-    left = FAMILY_LEFT.get((loss, reduction, dtype))
+    left = FAMILY_LEFT.get((loss, reduction, dtype, dynamic)) or FAMILY_LEFT.get(
+        (loss, reduction, dtype)
+    )
     if left:
         # nothing of this loss is fused; a dynamic soft margin step with reduction none keeps
         # its forward (the seed of ones takes the loss's shape), whose (-x)*t is a
@@ -499,3 +517,76 @@ def test_family_broadcast_target(loss: str) -> None:
     assert ops == _family_ops(loss), report.lines()
     result = run_session(session(fused), _feeds(fused, args))[0]
     assert_close(result, step(*args).detach().numpy(), "float32")
+
+
+# --------------------------------------------------------------------------- F.l1_loss
+
+L1_EXPORTS = [
+    (reduction, dtype, dynamic)
+    for reduction in SL1_REDUCTIONS
+    for dtype in DTYPES
+    for dynamic in (False, True)
+]
+
+
+def _l1_step(reduction: str) -> Any:
+    """The gradient of F.l1_loss with grad_output as a graph input, as a training step that
+    receives the loss's gradient from the layer above writes it."""
+
+    def step(x: torch.Tensor, t: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        x = x.detach().requires_grad_(True)
+        loss = torch.nn.functional.l1_loss(x, t, reduction=reduction)
+        return torch.autograd.grad(loss, x, g)[0]
+
+    return step
+
+
+@pytest.mark.parametrize(
+    ("reduction", "dtype", "dynamic"),
+    L1_EXPORTS,
+    ids=[f"{r}-{d}{'-dynamic' * y}" for r, d, y in L1_EXPORTS],
+)
+def test_l1_export_is_one_l1_loss_backward(reduction: str, dtype: str, dynamic: bool) -> None:
+    """The exporter writes (g/n)*sign(x - t) (Sub Expand Div Sign Mul for mean): one
+    L1LossBackward with the graph's own reduction, grad_output the graph's g, under the
+    fusion contract. In float16 the mean's division rounds to float16, which the operator
+    (float32, one rounding) does not: left, with the reason."""
+    library_path()
+    step = _l1_step(reduction)
+    rows = 6 if dynamic else 4  # the contract's feeds
+    x, t = _inputs("smooth_l1", {"beta": 0.0}, dtype, ((4, 5), (4, 5)))
+    g = (torch.randn(4, 5) if reduction == "none" else torch.tensor(1.5)).to(DTYPES[dtype])
+    batch = {0: "batch"}
+    shapes = (batch, batch, batch if reduction == "none" else None) if dynamic else None
+    exported, _ = export_training_step(step, (x, t, g), dynamic_shapes=shapes, fuse_gradients=False)
+    fused, report = fuse(exported)
+    ours = [n for n in fused.graph.node if n.domain == spec.DOMAIN]
+    if (dtype, reduction) == ("float16", "mean"):
+        assert ours == [] and "computes in float16" in report.left[0].reason, report.lines()
+        return
+    assert [n.op_type for n in fused.graph.node] == ["L1LossBackward"], report.lines()
+    got = onnx.helper.get_attribute_value(ours[0].attribute[0]).decode()
+    assert got == reduction if reduction == "mean" else got in ("none", "sum")
+    assert list(ours[0].input) == [
+        i.name for i in (exported.graph.input[2], *exported.graph.input[:2])
+    ]
+    from tests.fusion.contract import Subject, check_fusion
+
+    rng = np.random.default_rng(46)
+    specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0])
+    inputs = {}
+    g_shape = (rows, 5) if reduction == "none" else ()
+    for i, shape in zip(exported.graph.input, ((rows, 5), (rows, 5), g_shape), strict=True):
+        values = rng.normal(0.0, 3.0, shape)
+        values = np.where(rng.random(shape) < 0.3, rng.choice(specials, shape), values)
+        inputs[i.name] = values.astype(dtype)
+    names = [i.name for i in exported.graph.input]
+    terms = {"grad_output": names[2], "self": names[0], "target": names[1]}
+    compute = np.float64 if dtype == "float64" else np.float32
+    output = exported.graph.output[0].name
+    subject = Subject(exported, "L1LossBackward", {"reduction": reduction}, terms, compute, output)
+    problems = check_fusion(subject, fused, inputs)
+    assert not problems, "\n".join(problems)
+    want = step(x, t, g).detach().numpy()
+    result = run_session(session(fused), _feeds(fused, (x, t, g)))[0]
+    assert_close(result, want, dtype)

@@ -12,6 +12,7 @@ additive term that went into it, in float64:
 * SmoothL1LossBackward: |ge|*(1 + (|x| + |t|)/beta) where |x - t| <= beta, else |ge|
   (the quotient (x - t)/beta inherits the cancellation of x - t); |ge| for beta 0.
 * MseLossBackward:      2|ge|*(|x| + |t|)
+* L1LossBackward:       |ge| (g/n times an exact sign)
 * HuberLossBackward:    |ge|*max(delta, |x| + |t|)
 * SoftMarginLossBackward: |ge|*|t|*(2 + |t*x|)  (a bound: the exp of a rounded product is off
   by up to |tx| of its rounding; the operator's -t*sigmoid(-tx) does not cancel, and
@@ -119,6 +120,10 @@ def _binary_cross_entropy_with_logits_backward(v: Values, attrs: Mapping[str, An
     return v["ge"] * _weight(v) * (sig + t)
 
 
+def _l1_loss_backward(v: Values, attrs: Mapping[str, Any]) -> Terms:
+    return v["ge"]
+
+
 _TERMS = {
     spec.KL_DIV_BACKWARD.name: _kl_div_backward,
     spec.KL_DIV_TARGET_BACKWARD.name: _kl_div_target_backward,
@@ -130,6 +135,7 @@ _TERMS = {
     spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name: (
         _binary_cross_entropy_with_logits_backward
     ),
+    spec.L1_LOSS_BACKWARD.name: _l1_loss_backward,
 }
 
 

@@ -17,8 +17,9 @@ as docs/operators.md prescribes: half types are computed in float32) and returns
   when grad_output has the loss's shape it is passed to autograd directly.
   `smooth_l1_aten` calls that aten op; it differs from F.smooth_l1_loss for beta == 0
   (see DEVIATIONS).
-* MseLossBackward, HuberLossBackward, SoftMarginLossBackward: as SmoothL1LossBackward, with
-  F.mse_loss, F.huber_loss(delta) and F.soft_margin_loss (`elementwise_autograd`).
+* MseLossBackward, HuberLossBackward, SoftMarginLossBackward, L1LossBackward: as
+  SmoothL1LossBackward, with F.mse_loss, F.huber_loss(delta), F.soft_margin_loss and
+  F.l1_loss (`elementwise_autograd`).
 * BinaryCrossEntropyBackward: the gradient of `F.binary_cross_entropy(self, target, weight)`
   with respect to self, target and weight expanded to self's shape; where self or target
   is not in [0, 1] (the forward refuses it) aten.binary_cross_entropy_backward, the
@@ -152,6 +153,7 @@ ELEMENTWISE_LOSSES: dict[str, Any] = {
         x, t, reduction=r, delta=a["delta"]
     ),
     spec.SOFT_MARGIN_LOSS_BACKWARD.name: lambda x, t, r, a: F.soft_margin_loss(x, t, reduction=r),
+    spec.L1_LOSS_BACKWARD.name: lambda x, t, r, a: F.l1_loss(x, t, reduction=r),
 }
 """The PyTorch loss of each operator whose result is broadcast(grad_output, self, target)."""
 

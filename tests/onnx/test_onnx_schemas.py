@@ -73,9 +73,10 @@ def test_schema_structure_follows_spec(op: spec.OperatorSpec):
     assert (schema.name, schema.domain, schema.since_version) == (
         op.name,
         spec.DOMAIN,
-        op.since_version,  # the three first operators 1, the loss family 2
+        op.since_version,  # the three first operators 1, the loss family 2, L1 3
     )
-    assert op.since_version == (1 if op.name in (KL, KLT, SL1) else 2)
+    first = 1 if op.name in (KL, KLT, SL1) else 3 if op is spec.L1_LOSS_BACKWARD else 2
+    assert op.since_version == first
     assert [p.name for p in schema.inputs] == list(op.input_names)
     optional = [p.option == OpSchema.FormalParameterOption.Optional for p in schema.inputs]
     assert optional == [i.optional for i in op.inputs]

@@ -59,7 +59,8 @@ REFUSALS = {
     1: "MseLossBackward node 'm1': opset_import: MseLossBackward is in ai.lossgrad from "
     "version 2; the model imports version 1 (import version 2 or later) "
     "[aclnn 161002 ACLNN_ERR_PARAM_INVALID]",
-    3: "model: opset_import: model imports ai.lossgrad version 3; versions 1 to 2 exist "
+    spec.OPSET_VERSION + 1: f"model: opset_import: model imports ai.lossgrad version "
+    f"{spec.OPSET_VERSION + 1}; versions 1 to {spec.OPSET_VERSION} exist "
     "[aclnn 161002 ACLNN_ERR_PARAM_INVALID]",
 }
 

@@ -23,6 +23,7 @@ KL = spec.KL_DIV_BACKWARD.name
 KLT = spec.KL_DIV_TARGET_BACKWARD.name
 SL1 = spec.SMOOTH_L1_LOSS_BACKWARD.name
 MSE = spec.MSE_LOSS_BACKWARD.name
+L1 = spec.L1_LOSS_BACKWARD.name
 HUBER = spec.HUBER_LOSS_BACKWARD.name
 SOFT = spec.SOFT_MARGIN_LOSS_BACKWARD.name
 BCE = spec.BINARY_CROSS_ENTROPY_BACKWARD.name
@@ -197,6 +198,9 @@ def loop_nest(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any
             if d > delta:
                 return g * delta if s is None else (g * s) * delta
             return d * g if s is None else (d * s) * g
+        if op == L1:  # (g/n) times PyTorch's sgn: 0 for a zero or NaN difference
+            d = xv - tv
+            return (g if s is None else g / s) * (one if d > zero else (-one if d < zero else zero))
         if op == SOFT:  # -t*sigmoid(-t*x): PyTorch's kernel where t*x >= 0
             tx = tv * xv
             e = np.exp(tx) if tx < zero else np.exp(-tx)

@@ -300,7 +300,7 @@ def test_registration_declares_each_operators_versions() -> None:
         in (source)
     )
     assert "op.GetEndVersion = [](const OrtCustomOp*) { return kOpsetVersion; };" in source
-    assert {op.since_version for op in spec.OPERATORS.values()} == {1, 2}
+    assert {op.since_version for op in spec.OPERATORS.values()} == {1, 2, 3}
 
 
 @pytest.mark.parametrize("version", [2, 3, 1000])
@@ -315,7 +315,7 @@ def test_raw_models_import_version_is_not_seen_by_the_kernels(version: int) -> N
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("version", [0, 3, 1000])
+@pytest.mark.parametrize("version", [0, spec.OPSET_VERSION + 1, 1000])
 def test_session_rejects_other_opset_versions_with_the_compilers_message(version: int) -> None:
     """What a raw model's kernels cannot see, session() (prepare_model) reads from the whole
     model: another import is rejected with the compiler's 161002 message."""
@@ -326,7 +326,8 @@ def test_session_rejects_other_opset_versions_with_the_compilers_message(version
         session(model)
     assert str(raised.value) == str(expected.value)
     assert raised.value.code == ACLNN_ERR_PARAM_INVALID
-    assert f"imports {spec.DOMAIN} version {version}; versions 1 to 2 exist" in str(raised.value)
+    exist = f"versions 1 to {spec.OPSET_VERSION} exist"
+    assert f"imports {spec.DOMAIN} version {version}; {exist}" in str(raised.value)
 
 
 def test_valid_raw_model_runs() -> None:
