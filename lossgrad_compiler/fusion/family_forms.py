@@ -180,6 +180,12 @@ def _bce_logits_patterns() -> list[Pattern]:
     return _divided([*(P.Mul(v, W) for v in scaled), *scaled])
 
 
+def _no_division(_attrs: dict[str, Any], binding: Binding) -> bool:
+    """g*sgn(d) is exact in every float type (forms.beta_zero); (g/n)*sgn(d) rounds g/n in
+    the graph's type, which the node must then compute in."""
+    return "N" not in binding.values
+
+
 def _l1_patterns(sign: Pattern) -> list[Pattern]:
     """(g/n)*sgn(x - t), autograd's MeanBackward then AbsBackward; g where nothing is
     scaled. A sign alone is not read as a gradient (it would name a reduction the graph may
@@ -214,8 +220,11 @@ FAMILY_FORMS: tuple[Form, ...] = (
     *_family(BCE, _bce_patterns(), attributes=_bce_epsilon, scaling=DIVISOR),
     *_huber_forms(),
     *_family(MSE, _mse_patterns(), scaling=RECIPROCAL, numerator=2.0),
-    *_family(L1, _l1_patterns(L1_EXPORTED_SIGN), scaling=DIVISOR),
-    *(Form(L1, "inline", p, _fixed(), scaling=DIVISOR) for p in _l1_patterns(L1_INLINE_SIGN)),
+    *_family(L1, _l1_patterns(L1_EXPORTED_SIGN), scaling=DIVISOR, any_type=_no_division),
+    *(
+        Form(L1, "inline", p, _fixed(), scaling=DIVISOR, any_type=_no_division)
+        for p in _l1_patterns(L1_INLINE_SIGN)
+    ),
 )
 
 ALL_FORMS: tuple[Form, ...] = (*FORMS, *FAMILY_FORMS)

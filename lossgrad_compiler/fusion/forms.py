@@ -58,6 +58,15 @@ class Form:
     scaling: str = ""  # "": S is grad_output times the scale (scale.py); else factors.py's
     numerator: float = 1.0  # k of a RECIPROCAL factor k/n
     factor_is_grad_output: bool = False  # a RECIPROCAL factor that is no k/n is grad_output
+    # (attributes, binding) -> every float type computes the form alike (s * sign(d)), so
+    # the node's compute type need not be the graph's
+    any_type: Callable[[dict[str, Any], Binding], bool] = lambda _attrs, _binding: False
+
+
+def beta_zero(attrs: dict[str, Any], _binding: Binding) -> bool:
+    """SmoothL1 with beta 0 is s * sign(d): the sign of a rounded difference is the exact
+    one's (gradual underflow), and s times -1, 0 or 1 is exact in every float type."""
+    return attrs.get("beta") == 0.0
 
 
 def float_cast(pattern: Pattern) -> Pattern:
@@ -163,6 +172,7 @@ def _smooth_l1_exporter(
             _fixed(beta=1.0) if fixed else _beta_below,
             order=order,
             same_rounding=same_rounding,
+            any_type=beta_zero,
         ),
         Form(
             SMOOTH_L1,
@@ -171,6 +181,7 @@ def _smooth_l1_exporter(
             _fixed(beta=1.0) if fixed else _beta_at_or_above,
             order=order,
             same_rounding=same_rounding,
+            any_type=beta_zero,
         ),
     )
 
@@ -238,6 +249,7 @@ FORMS: tuple[Form, ...] = (
             ),
         ),
         _fixed(beta=0.0),
+        any_type=beta_zero,
     ),
     # PyTorch's g*sign(x - t) is L1LossBackward's (family_forms.py), whichever loss wrote it.
     # KlDivBackward: -s * exp(t) and -s * t.

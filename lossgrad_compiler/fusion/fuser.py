@@ -34,8 +34,8 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.fusion.broadcasting import unproved_broadcast
 from lossgrad_compiler.fusion.factors import family_scale, is_candidate
-from lossgrad_compiler.fusion.family_forms import ALL_FORMS, L1
-from lossgrad_compiler.fusion.forms import SMOOTH_L1, Form
+from lossgrad_compiler.fusion.family_forms import ALL_FORMS
+from lossgrad_compiler.fusion.forms import Form
 from lossgrad_compiler.fusion.graph import (
     GraphIndex,
     ValueType,
@@ -438,7 +438,7 @@ class _Fuser:
         """The one float type every rounding operation of the subgraph computes in (the
         fused node must compute in it too), None where any type gives the same results, or
         why there is none."""
-        if _sign_times_grad_output(form, attrs, binding):
+        if form.any_type(attrs, binding):
             return None
         types: dict[str, spec.FloatType] = {}
         for node in region:
@@ -457,7 +457,7 @@ class _Fuser:
 
     def _scaled_in_half(self, go_value: str | None) -> str:
         """Why a grad_output the graph computes in a half type cannot feed a node whose form
-        computes in any type (SmoothL1 with beta 0): ONNX Runtime's CPU provider computes
+        computes in any type (s*sign(d), Form.any_type): ONNX Runtime's CPU provider computes
         half arithmetic in float32 and drops the Casts between operations, so the node's
         input would be rounded to the half type where neither ONNX's meaning (rounding after
         every operation) nor ONNX Runtime's run of the graph (rounding at the end) rounds."""
@@ -838,15 +838,6 @@ def _dim_names(dims: list[tuple[int, tuple[str, ...]]]) -> list[tuple[object, bo
         else:
             out.append((None, False))
     return out
-
-
-def _sign_times_grad_output(form: Form, attrs: dict[str, Any], binding: Binding) -> bool:
-    """s * sign(d) (SmoothL1 with beta 0, L1 without a division by n): the sign of a rounded
-    difference is the exact one's (gradual underflow), and s times -1, 0 or 1 is exact in
-    every float type. L1's g/n rounds in the graph's type, so a division keeps it."""
-    if form.op_type == SMOOTH_L1:
-        return attrs.get("beta") == 0.0
-    return form.op_type == L1 and "N" not in binding.values
 
 
 def _compute_mismatch(graph: spec.FloatType, node: spec.FloatType) -> str:
