@@ -171,7 +171,8 @@ def sigmoid(b: ScalarBuilder, z: SSAValue, compute_type: Attribute) -> SSAValue:
 
 
 def _divide_by_n(b: ScalarBuilder, v: BodyValues, value: SSAValue) -> SSAValue:
-    """A DIVISOR formula's last step: value / n where the reduction scales (mean)."""
+    """A DIVISOR formula's division: value / n where the reduction scales (mean), value
+    otherwise; the binary cross entropies divide last, L1LossBackward grad_output first."""
     return b.divf(value, v.scale) if v.scale is not None else value
 
 
@@ -246,7 +247,7 @@ def l1_loss_backward() -> Formula:
         assert v.x is not None and v.go is not None
         zero = b.constant(0.0, v.compute_type)
         one = b.constant(1.0, v.compute_type)
-        g = v.go if v.scale is None else b.divf(v.go, v.scale)
+        g = _divide_by_n(b, v, v.go)
         d = b.subf(v.x, v.t)
         above = b.select(b.cmpf("ogt", d, zero), one, zero)
         below = b.select(b.cmpf("olt", d, zero), one, zero)
