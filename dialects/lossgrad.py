@@ -27,11 +27,14 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
+    Signedness,
     TensorType,
     bf16,
     f16,
     f32,
     f64,
+    i64,
 )
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Dialect, Operation, SpacedOpaqueSyntaxAttribute, SSAValue
@@ -73,6 +76,14 @@ def element_float_type(element_type: Attribute) -> spec.FloatType | None:
     return spec.float_type(name) if name is not None else None
 
 
+def _index_name(element: Attribute) -> str | None:
+    """The spec name of a signless i64/i32 (a class-index element type), else None."""
+    if isinstance(element, IntegerType) and element.signedness.data is Signedness.SIGNLESS:
+        found = spec.index_type(f"i{element.width.data}")
+        return found.mlir if found is not None else None
+    return None
+
+
 def tensor_info(value_type: Attribute) -> spec.TensorInfo:
     """What spec.validate needs to know of an operand type; dynamic dims become None.
 
@@ -81,7 +92,7 @@ def tensor_info(value_type: Attribute) -> spec.TensorInfo:
     if not isinstance(value_type, TensorType):
         raise VerifyException(f"expected a ranked tensor, got {value_type}")
     element = value_type.element_type
-    name = _SPEC_NAME_OF_TYPE.get(type(element))
+    name = _SPEC_NAME_OF_TYPE.get(type(element)) or _index_name(element)
     shape = tuple(None if d == DYNAMIC_INDEX or d < 0 else d for d in value_type.get_shape())
     return spec.TensorInfo(dtype=name if name is not None else element, shape=shape)
 
@@ -163,23 +174,37 @@ def _print_f64(printer: Printer, attr: Attribute) -> None:
     printer.print_float(attr.value.data, f64)
 
 
+def _parse_i64(parser: Parser) -> Attribute:
+    return IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=True), i64)
+
+
+def _print_i64(printer: Printer, attr: Attribute) -> None:
+    assert isinstance(attr, IntegerAttr)
+    printer.print_string(str(attr.value.data))
+
+
 PropertySyntax = tuple[Callable[[Parser], Attribute], Callable[[Printer, Attribute], None]]
 _SYNTAX_BY_KIND: dict[str, PropertySyntax] = {
     "reduction": (_parse_reduction, _print_reduction),
     "bool": (_parse_bool, _print_bool),
     "f64": (_parse_f64, _print_f64),
+    "i64": (_parse_i64, _print_i64),
 }
 
 
 def _property_kind(attribute: spec.AttributeSpec) -> str:
     """How an attribute is held as a property: `reduction` (ReductionAttr), `bool` (an INT
-    of choices 0/1), `f64` (a FLOAT, PyTorch's double: never rounded to f32)."""
+    of choices 0/1), `f64` (a FLOAT, PyTorch's double: never rounded to f32), `i64` (any
+    other INT: ignore_index)."""
     if attribute.name == "reduction":
         return "reduction"
-    if attribute.kind is spec.AttrKind.INT and set(attribute.choices or ()) <= {0, 1}:
+    boolean = attribute.choices is not None and set(attribute.choices) <= {0, 1}
+    if attribute.kind is spec.AttrKind.INT and boolean:
         return "bool"
     if attribute.kind is spec.AttrKind.FLOAT:
         return "f64"
+    if attribute.kind is spec.AttrKind.INT:
+        return "i64"
     raise TypeError(f"attribute '{attribute.name}' has no property form")
 
 
@@ -240,7 +265,8 @@ class LossGradOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> Self:
         unresolved = [parser.parse_unresolved_operand()]
-        for _ in range(2):
+        required = len(cls.SPEC.inputs) - len(cls.SPEC.optional_inputs)
+        for _ in range(required - 1):
             parser.parse_punctuation(",")
             unresolved.append(parser.parse_unresolved_operand())
         optional = cls.SPEC.optional_inputs
@@ -267,8 +293,8 @@ class LossGradOp(IRDLOperation):
         parser.parse_punctuation("->")
         result_type = parser.parse_type()
         values = parser.resolve_operands(unresolved, types, parser.pos)
-        operands: list[SSAValue | list[SSAValue]] = [*values[:3]]
-        given = dict(zip(present, values[3:], strict=True))
+        operands: list[SSAValue | list[SSAValue]] = [*values[:required]]
+        given = dict(zip(present, values[required:], strict=True))
         for name in optional:
             operands.append([given[name]] if name in given else [])
         return cls.build(
@@ -280,7 +306,8 @@ class LossGradOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_list(self.operands[:3], printer.print_operand)
+        required = len(self.SPEC.inputs) - len(self.SPEC.optional_inputs)
+        printer.print_list(self.operands[:required], printer.print_operand)
         for name, value in self.input_values().items():
             if name in self.SPEC.optional_inputs:
                 printer.print_string(f" {name} ")
@@ -321,6 +348,8 @@ class LossGradOp(IRDLOperation):
                 props[attribute.name] = ReductionAttr(spec.Reduction(value))
             elif kind == "bool":
                 props[attribute.name] = BoolAttr.from_bool(bool(value))
+            elif kind == "i64":
+                props[attribute.name] = IntegerAttr(int(value), i64)
             else:
                 props[attribute.name] = FloatAttr(float(value), f64)
         return props
@@ -341,6 +370,9 @@ class LossGradOp(IRDLOperation):
             elif kind == "bool":
                 assert isinstance(prop, IntegerAttr)
                 values[attribute.name] = int(bool(prop.value.data))
+            elif kind == "i64":
+                assert isinstance(prop, IntegerAttr)
+                values[attribute.name] = int(prop.value.data)
             else:
                 assert isinstance(prop, FloatAttr)
                 values[attribute.name] = float(prop.value.data)
@@ -397,6 +429,10 @@ def _property_def(attribute: spec.AttributeSpec) -> Any:
         )
     if kind == "bool":
         return prop_def(BoolAttr, default_value=BoolAttr.from_bool(bool(attribute.default)))
+    if kind == "i64":
+        return prop_def(
+            IntegerAttr[IntegerType], default_value=IntegerAttr(int(attribute.default), i64)
+        )
     return prop_def(FloatAttr[Float64Type], default_value=FloatAttr(float(attribute.default), f64))
 
 

@@ -18,6 +18,7 @@ reshapes `tensor.collapse_shape` / `expand_shape` / `cast` are added here.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,10 +30,11 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
+    IntegerType,
     ModuleOp,
     TensorType,
 )
-from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, GenericOp, IndexOp, ReduceOp
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -49,6 +51,7 @@ from xdsl.interpreters.tensor import TensorFunctions
 from xdsl.interpreters.utils.ptr import RawPtr, TypedPtr
 from xdsl.ir import Attribute
 
+from lossgrad_compiler import spec
 from lossgrad_compiler.dialects import hfusion as hf
 from lossgrad_compiler.reference import round_to
 
@@ -61,7 +64,11 @@ NUMPY_TYPES: dict[type[Attribute], Any] = {
 
 
 def numpy_type(element_type: Attribute) -> Any:
-    """The numpy scalar type of an MLIR float type."""
+    """The numpy scalar type of an MLIR float type, or of a class index (i64, i32)."""
+    if isinstance(element_type, IntegerType):
+        found = spec.index_type(f"i{element_type.width.data}")
+        if found is not None:
+            return found.numpy
     try:
         return NUMPY_TYPES[type(element_type)]
     except KeyError:
@@ -130,7 +137,45 @@ class Level2FloatFunctions(InterpreterFunctions):
 
 @register_impls
 class Level2LinalgFunctions(InterpreterFunctions):
-    """`linalg.fill` with a scalar value (upstream's expects a ShapedArray operand)."""
+    """`linalg.fill` with a scalar value (upstream's expects a ShapedArray operand), and
+    `linalg.generic` with `linalg.index` (upstream's has no loop position to give)."""
+
+    def __init__(self) -> None:
+        self.positions: list[tuple[int, ...]] = []  # the enclosing generics' loop positions
+
+    @impl(GenericOp)
+    def run_generic(self, interpreter: Interpreter, op: GenericOp, args: PythonValues):
+        inputs, outputs = args[: len(op.inputs)], [a.copy() for a in args[len(op.inputs) :]]
+        maps = [m.data for m in op.indexing_maps]
+        shapes = [d for a in (*inputs, *outputs) if isinstance(a, ShapedArray) for d in a.shape]
+        ranges = op.get_shapes_to_loops_map().eval(shapes, [])
+        operands = (*inputs, *outputs)
+        for position in itertools.product(*(range(r) for r in ranges)):
+            loaded = tuple(
+                a.load(m.eval(position, ())) if isinstance(a, ShapedArray) else a
+                for a, m in zip(operands, maps, strict=True)
+            )
+            self.positions.append(position)
+            try:
+                results = interpreter.run_ssacfg_region(op.body, loaded, "linalg.generic")
+            finally:
+                self.positions.pop()
+            for output, value, m in zip(outputs, results, maps[len(inputs) :], strict=True):
+                output.store(m.eval(position, ()), value)
+        return tuple(outputs)
+
+    @impl(IndexOp)
+    def run_index(self, interpreter: Interpreter, op: IndexOp, args: PythonValues):
+        return (self.positions[-1][op.dim.value.data],)
+
+    @impl(arith.ExtSIOp)
+    def run_extsi(self, interpreter: Interpreter, op: arith.ExtSIOp, args: PythonValues):
+        return (int(args[0]),)  # Python ints are the signed value already
+
+    @impl(arith.ExtUIOp)
+    def run_extui(self, interpreter: Interpreter, op: arith.ExtUIOp, args: PythonValues):
+        width = op.input.type.width.data  # type: ignore[attr-defined]
+        return (int(args[0]) % (1 << width),)
 
     @impl(FillOp)
     def run_fill(self, interpreter: Interpreter, op: FillOp, args: PythonValues):

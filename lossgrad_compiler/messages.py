@@ -218,6 +218,24 @@ DYNAMIC_SIZES = _rule(
 """A compiled kernel's check of its dynamic sizes (docs/level2.md), not spec's: the sizes
 a signature leaves dynamic must agree at run time."""
 
+CLASS_SHAPE = _rule(
+    "class_shape", "{input}", "shape {shape} must be {expected} for self {self_shape}",
+    errors.InvalidArgumentError, input=T, shape=S, expected=T, self_shape=S,
+)  # fmt: skip
+"""The classes shape rule (docs/operators.md): target is self without its class dimension,
+weight [C], one-element inputs one element."""
+SAME_TYPE = _rule(
+    "same_type", "{input}", "element type must be self's ({expected}), got {type_name}",
+    errors.ElementTypeError, input=T, expected=T, type_name=T,
+)  # fmt: skip
+TARGET_RANGE = _rule(
+    "target_range", "target",
+    "holds {count} value(s) outside [0, {classes}) that are not ignore_index {ignore_index}",
+    errors.InvalidArgumentError, count=N, classes=N, ignore_index=N,
+)  # fmt: skip
+"""A check of the values, not the types: a kernel that sees them raises it (the level-2
+target check, docs/level2.md)."""
+
 RULES: tuple[Rule, ...] = (
     UNKNOWN_OPERATOR,
     MISSING_INPUT,
@@ -234,5 +252,8 @@ RULES: tuple[Rule, ...] = (
     ATTRIBUTE_PYTHON_TYPE,
     ATTRIBUTE_VALUE,
     DYNAMIC_SIZES,
+    CLASS_SHAPE,
+    SAME_TYPE,
+    TARGET_RANGE,
 )
 """Every rule of the operator contract's validation (docs/operators.md, "Errors")."""

@@ -29,7 +29,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import messages, spec
 
 __all__ = ["evaluate", "evaluate_checked", "round_to", "scale_value", "sum_to_shape"]
 
@@ -273,11 +273,94 @@ BODIES: dict[str, Body] = {
 }
 
 
+# --------------------------------------------------------------------------- classes
+
+
+@dataclass(frozen=True)
+class ClassOperands:
+    """A classification call's operands with self's class dimension moved last: `t` the
+    targets as int64 over the rows (self without its class dimension), `g` grad_output over
+    the rows, in C; `kept` the rows whose target is not ignore_index, `valid` the kept rows
+    whose target is a class, `safe` the target where valid, else 0 (what a gather reads)."""
+
+    g: np.ndarray
+    t: np.ndarray
+    classes: int
+    kept: np.ndarray
+    valid: np.ndarray
+    safe: np.ndarray
+    total_weight: np.floating | None  # in C, where the reduction divides by it
+    weight: np.ndarray | None  # [C] in C; None: every class weighs 1
+
+
+ClassBody = Callable[[ClassOperands, spec.CheckedCall], np.ndarray]
+
+
+def check_targets(checked: spec.CheckedCall, target: np.ndarray, classes: int) -> None:
+    """aclnn 161002 for a target outside [0, C) that is not ignore_index (the level-2
+    target check, docs/level2.md)."""
+    t = np.asarray(target).astype(np.int64)
+    ignore = int(checked.attrs["ignore_index"])
+    bad = int(np.count_nonzero((t != ignore) & ((t < 0) | (t >= classes))))
+    if bad:
+        raise messages.TARGET_RANGE(
+            checked.op.name, count=bad, classes=classes, ignore_index=ignore
+        )
+
+
+def _nll_loss_backward(v: ClassOperands, checked: spec.CheckedCall) -> np.ndarray:
+    """w[t]*(-(g/TW)) at class t of each valid row, w[t]*(-g) without the division; the
+    quotient rounded to the result type first (PyTorch's kernel computes in the result
+    type), then the product by w in C, rounded once."""
+    c = checked.compute.numpy
+    q = v.g / v.total_weight if v.total_weight is not None else v.g
+    q = -round_to(q, checked.result_type.dtype).astype(c)
+    value = q if v.weight is None else v.weight[v.safe] * q
+    hit = v.valid[..., None] & (np.arange(v.classes) == v.safe[..., None])
+    return np.where(hit, value[..., None], c(0))
+
+
+CLASS_BODIES: dict[str, ClassBody] = {
+    spec.NLL_LOSS_BACKWARD.name: _nll_loss_backward,
+    spec.NLL_LOSS_2D_BACKWARD.name: _nll_loss_backward,
+}
+
+
+def _evaluate_classes(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A classification operator: the class dimension moved last, the body, moved back."""
+    c = checked.compute.numpy
+    x = arrays["self"]
+    axis = checked.class_dim
+    classes = x.shape[axis]
+    rows = x.shape[:axis] + x.shape[axis + 1 :]
+    t = np.asarray(arrays["target"]).astype(np.int64).reshape(rows)
+    check_targets(checked, t, classes)
+    kept = t != int(checked.attrs["ignore_index"])
+    valid = kept & (t >= 0) & (t < classes)
+    per_element = checked.reduction is spec.Reduction.NONE and x.ndim >= 2
+    g = np.asarray(arrays["grad_output"]).astype(c)
+    g = np.broadcast_to(g.reshape(rows if per_element else ()), rows)
+    total = None
+    if checked.divisor is spec.Divisor.TOTAL_WEIGHT:
+        total = c(np.asarray(arrays["total_weight"]).reshape(()))
+    weight = arrays.get("weight")
+    operands = ClassOperands(
+        g, t, classes, kept, valid, np.where(valid, t, 0), total,
+        None if weight is None else np.asarray(weight).astype(c),
+    )  # fmt: skip
+    with np.errstate(all="ignore"):
+        values = CLASS_BODIES[checked.op.name](operands, checked)
+    values = np.moveaxis(values, -1, axis)
+    return np.asarray(round_to(values, checked.result_type.dtype), order="C")
+
+
 # --------------------------------------------------------------------------- plumbing
 
 
 def _evaluate(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     """The body over the iteration space in C, summed to the result's shape, rounded once."""
+    if checked.op.has_classes:
+        return _evaluate_classes(checked, arrays)
     c = checked.compute.numpy
     space = _concrete(checked.iteration_shape)
     wide = {name: np.broadcast_to(arrays[name].astype(c), space) for name in checked.present}
@@ -332,7 +415,8 @@ def _describes(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray | None
         return False
     for name in checked.present:
         a = arrays[name]
-        if a is None or spec.float_type(a.dtype) != checked.types[name]:
+        expected = checked.types.get(name) or checked.index_types.get(name)
+        if a is None or (spec.float_type(a.dtype) or spec.index_type(a.dtype)) != expected:
             return False
         if checked.shapes[name] != tuple(a.shape):
             return False

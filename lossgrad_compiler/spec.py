@@ -7,7 +7,7 @@ README's operator table all read this module, so a default or a range is written
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -107,6 +107,49 @@ def promote_types(types: Iterable[FloatType]) -> FloatType:
 def compute_type(promoted: FloatType) -> FloatType:
     """The type arithmetic runs in: half types are computed in float32."""
     return FLOAT32 if promoted.is_half else promoted
+
+
+@dataclass(frozen=True)
+class IndexType:
+    """An element type of a class-index input (a target of the classification operators),
+    with its name in every system we talk to."""
+
+    name: str  # numpy-style name: "int64"
+    onnx: int  # onnx.TensorProto data type code
+    onnx_type_str: str  # "tensor(int64)"
+    mlir: str  # "i64"
+    bits: int
+    numpy: Any = field(compare=False, repr=False)
+    cxx: str = ""  # the native kernels' C++ type
+    ge: str = ""  # CANN's ge::DataType enumerator name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.numpy)
+
+
+INT64 = IndexType("int64", 7, "tensor(int64)", "i64", 64, np.int64, cxx="int64_t", ge="DT_INT64")
+INT32 = IndexType("int32", 6, "tensor(int32)", "i32", 32, np.int32, cxx="int32_t", ge="DT_INT32")
+INDEX_TYPES: tuple[IndexType, ...] = (INT64, INT32)
+
+_INDEX_BY_KEY: dict[Any, IndexType] = {}
+for _i in INDEX_TYPES:
+    _INDEX_BY_KEY.update({_i.name: _i, _i.mlir: _i, _i.onnx: _i, _i.onnx_type_str: _i})
+    _INDEX_BY_KEY[_i.dtype] = _i
+
+
+def index_type(key: Any) -> IndexType | None:
+    """The IndexType for a name, MLIR name, ONNX code or numpy dtype; None if it is not one."""
+    if isinstance(key, IndexType):
+        return key
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, (str, int)):
+        return _INDEX_BY_KEY.get(key)
+    try:
+        return _INDEX_BY_KEY.get(np.dtype(key))
+    except TypeError:
+        return None
 
 
 # --------------------------------------------------------------------------- attributes
@@ -254,6 +297,14 @@ DELTA = AttributeSpec(
 )
 
 
+IGNORE_INDEX = AttributeSpec(
+    name="ignore_index",
+    kind=AttrKind.INT,
+    default=-100,
+    doc="A target value whose element contributes nothing (its gradient is 0).",
+)
+
+
 # --------------------------------------------------------------------------- operators
 
 
@@ -268,6 +319,24 @@ class Broadcast(StrEnum):
     """Must broadcast to B without enlarging it."""
 
 
+class InputKind(StrEnum):
+    """What an input holds: values of one of the four float types, or class indices."""
+
+    FLOAT = "float"
+    CLASS_INDEX = "class_index"
+    """int64 or int32 class indices (the classification operators' target)."""
+
+
+class ShapeRule(StrEnum):
+    """How an operator's input shapes relate (docs/operators.md, "Shapes")."""
+
+    BROADCAST = "broadcast"
+    """numpy broadcasting by each input's Broadcast: the elementwise operators."""
+    CLASSES = "classes"
+    """self is [N, C, d1, ...] (or [C]): the class dimension is 1 (0 for [C]), target has
+    self's shape without it, weight is [C], one-element inputs have one element."""
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One input of an operator: its ONNX name, whether it may be absent (ONNX's convention:
@@ -278,6 +347,7 @@ class InputSpec:
     doc: str
     optional: bool = False
     aclnn: str = ""  # CANN's parameter name (gradOutput, weightOptional, ...)
+    kind: InputKind = InputKind.FLOAT
 
 
 def _input(name: str, broadcast: Broadcast, doc: str, aclnn: str, optional: bool = False):
@@ -315,6 +385,37 @@ POS_WEIGHT = _input(
 )
 
 
+CLASS_GRAD_OUTPUT = InputSpec(
+    "grad_output",
+    Broadcast.FITS,
+    "Gradient of the loss: target's shape for reduction none with a batch, else one element.",
+    aclnn="gradOutput",
+)
+CLASS_SELF = InputSpec(
+    "self", Broadcast.BASE, "The log-probabilities: [N, C, d1, ...], or [C].", aclnn="self"
+)
+CLASS_TARGET = InputSpec(
+    "target",
+    Broadcast.FITS,
+    "The class of each element: self's shape without the class dimension (int64 or int32).",
+    aclnn="target",
+    kind=InputKind.CLASS_INDEX,
+)
+TOTAL_WEIGHT = InputSpec(
+    "total_weight",
+    Broadcast.FITS,
+    "One element: the total weight of the kept elements, as the forward returned it.",
+    aclnn="totalWeight",
+)
+CLASS_WEIGHT = InputSpec(
+    "weight",
+    Broadcast.FITS,
+    "Optional weight of each class, [C] (absent: 1).",
+    optional=True,
+    aclnn="weight",
+)
+
+
 class Scaling(StrEnum):
     """Where the reduction scale enters an operator's formula (docs/level2.md): the order
     PyTorch's own decomposition of the gradient computes in (SoftMarginLossBackward: its
@@ -343,6 +444,8 @@ class OperatorSpec:
     inputs: tuple[InputSpec, ...] = (GRAD_OUTPUT_FITS, SELF, TARGET)
     since_version: int = 1  # the ai.lossgrad opset version that introduced the operator
     scaling: Scaling = Scaling.GRAD_OUTPUT
+    shape_rule: ShapeRule = ShapeRule.BROADCAST
+    class_ranks: tuple[int, ...] = ()  # ShapeRule.CLASSES: the ranks self may have
 
     def __post_init__(self) -> None:
         names = [i.name for i in self.inputs]
@@ -353,6 +456,17 @@ class OperatorSpec:
             raise ValueError(f"{self.name}: optional inputs come after the required ones")
         if not self.base_inputs or self.base_inputs[0] != "self":
             raise ValueError(f"{self.name}: B is the broadcast of self (and target)")
+        if (self.shape_rule is ShapeRule.CLASSES) != bool(self.class_ranks):
+            raise ValueError(f"{self.name}: class_ranks go with the classes shape rule")
+
+    @property
+    def has_classes(self) -> bool:
+        """Whether the operator follows the classes shape rule (a class-index target)."""
+        return self.shape_rule is ShapeRule.CLASSES
+
+    def class_dim(self, self_rank: int) -> int:
+        """The class dimension of a self of this rank: 1, or 0 for the no-batch [C]."""
+        return 1 if self_rank >= 2 else 0
 
     @property
     def reductions(self) -> tuple[Reduction, ...]:
@@ -533,6 +647,39 @@ L1_LOSS_BACKWARD = OperatorSpec(
     scaling=Scaling.DIVISOR,
 )
 
+_CLASS_INPUTS = (CLASS_GRAD_OUTPUT, CLASS_SELF, CLASS_TARGET, TOTAL_WEIGHT, CLASS_WEIGHT)
+
+NLL_LOSS_BACKWARD = OperatorSpec(
+    name="NLLLossBackward",
+    mnemonic="nll_loss_backward",
+    output="grad_input",
+    differentiates="self",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)), IGNORE_INDEX),
+    doc="Gradient of nll_loss: w[t]*(-(g/total_weight)) at class t of each kept row "
+    "(w[t]*(-g) for none and sum), 0 elsewhere.",
+    aclnn="aclnnNLLLossBackward",
+    inputs=_CLASS_INPUTS,
+    since_version=4,
+    scaling=Scaling.DIVISOR,
+    shape_rule=ShapeRule.CLASSES,
+    class_ranks=(2, 1),
+)
+NLL_LOSS_2D_BACKWARD = OperatorSpec(
+    name="NLLLoss2dBackward",
+    mnemonic="nll_loss2d_backward",
+    output="grad_input",
+    differentiates="self",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)), IGNORE_INDEX),
+    doc="Gradient of nll_loss over [N, C, H, W]: w[t]*(-(g/total_weight)) at class t of "
+    "each kept pixel (w[t]*(-g) for none and sum), 0 elsewhere.",
+    aclnn="aclnnNLLLoss2dBackward",
+    inputs=_CLASS_INPUTS,
+    since_version=4,
+    scaling=Scaling.DIVISOR,
+    shape_rule=ShapeRule.CLASSES,
+    class_ranks=(4,),
+)
+
 OPERATORS: dict[str, OperatorSpec] = {
     op.name: op
     for op in (
@@ -545,8 +692,19 @@ OPERATORS: dict[str, OperatorSpec] = {
         BINARY_CROSS_ENTROPY_BACKWARD,
         BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD,
         L1_LOSS_BACKWARD,
+        NLL_LOSS_BACKWARD,
+        NLL_LOSS_2D_BACKWARD,
     )
 }
+
+BROADCAST_OPERATORS: dict[str, OperatorSpec] = {
+    name: op for name, op in OPERATORS.items() if not op.has_classes
+}
+"""The elementwise operators (ShapeRule.BROADCAST), a view of OPERATORS."""
+CLASS_OPERATORS: dict[str, OperatorSpec] = {
+    name: op for name, op in OPERATORS.items() if op.has_classes
+}
+"""The classification operators (ShapeRule.CLASSES), a view of OPERATORS."""
 
 OPSET_VERSION = max(op.since_version for op in OPERATORS.values())
 """The ai.lossgrad domain's current version (ONNX's convention: the domain's version grows
@@ -709,6 +867,7 @@ class CheckedCall:
     iteration_shape: Shape | None  # the shape the per-element formula runs over
     result_shape: Shape | None
     divisor: Divisor | None  # what n of the scale 1/n counts; None: nothing is scaled
+    index_types: dict[str, IndexType] = field(default_factory=dict)  # class-index inputs
 
     @property
     def reduction(self) -> Reduction:
@@ -725,7 +884,12 @@ class CheckedCall:
     def present(self) -> tuple[str, ...]:
         """The inputs given, in the operator's input order (an absent optional input is
         not among them)."""
-        return tuple(self.types)
+        return tuple(n for n in self.op.input_names if n in self.types or n in self.index_types)
+
+    @property
+    def class_dim(self) -> int:
+        """self's class dimension (a classification operator's call)."""
+        return self.op.class_dim(len(self.shapes["self"] or ()))
 
 
 # How messages name the broadcast of self and target (its shape is B in docs/operators.md).
@@ -751,17 +915,29 @@ def validate(
         raise messages.UNKNOWN_INPUT(
             op.name, input=extra[0], operator=op.name, inputs=", ".join(op.input_names)
         )
-    types = {n: check_element_type(op, n, info.dtype) for n, info in infos.items()}
+    types: dict[str, FloatType] = {}
+    index_types: dict[str, IndexType] = {}
+    for n, info in infos.items():
+        if op.input(n).kind is InputKind.CLASS_INDEX:
+            index_types[n] = check_index_type(op, n, info.dtype)
+        else:
+            types[n] = check_element_type(op, n, info.dtype)
     shapes = {n: info.shape for n, info in infos.items()}
     for n in shapes:
         check_rank(op, n, shapes[n])
-    b, it = _iteration_space(op, shapes)
-    checked_attrs = check_attributes(op, attrs)
+    if op.has_classes:
+        check_same_types(op, types)
+        checked_attrs = check_attributes(op, attrs)
+        check_class_shapes(op, shapes, checked_attrs["reduction"])
+        b = it = shapes["self"]
+    else:
+        b, it = _iteration_space(op, shapes)
+        checked_attrs = check_attributes(op, attrs)
     promoted = promote_types(types.values())
     result = shapes[op.differentiates] if op.differentiates else it
     result_type = op.result_type(types)
     # The one place the rule is applied: every layer reads the resolved divisor from here.
-    divisor = divisor_rule(checked_attrs["reduction"], len(shapes["self"] or ()))
+    divisor = divisor_rule(checked_attrs["reduction"], len(shapes["self"] or ()), op)
     return CheckedCall(
         op=op,
         types=types,
@@ -774,7 +950,76 @@ def validate(
         iteration_shape=it,
         result_shape=result,
         divisor=divisor,
+        index_types=index_types,
     )
+
+
+ALLOWED_INDEX_TYPES = ", ".join(t.name for t in INDEX_TYPES)
+"""The element types a class-index input takes, as messages list them."""
+
+
+def check_index_type(op: OperatorSpec, argument: str, key: Any) -> IndexType:
+    """The IndexType of a class-index input, or ElementTypeError."""
+    t = index_type(key)
+    if t is None:
+        raise messages.ELEMENT_TYPE(
+            op.name, input=argument, allowed=ALLOWED_INDEX_TYPES, type_name=_type_name(key)
+        )
+    return t
+
+
+def check_same_types(op: OperatorSpec, types: Mapping[str, FloatType]) -> None:
+    """A classification operator's float inputs all have self's type (aclnn's rule; PyTorch
+    asks the same of weight, total_weight and grad_output)."""
+    for name, t in types.items():
+        if t != types["self"]:
+            raise messages.SAME_TYPE(
+                op.name, input=name, expected=types["self"].name, type_name=t.name
+            )
+
+
+def _dims_agree(a: Shape, b: Shape) -> bool:
+    """Equal ranks, and equal sizes where both are static (a symbolic size is checked when
+    the kernel runs, as a dynamic size on a shared loop)."""
+    return len(a) == len(b) and all(
+        not (isinstance(x, int) and isinstance(y, int)) or x == y
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _one_element(shape: Shape) -> bool:
+    return len(shape) <= 1 and all(not isinstance(d, int) or d == 1 for d in shape)
+
+
+def check_class_shapes(
+    op: OperatorSpec, shapes: Mapping[str, Shape | None], reduction: Reduction
+) -> None:
+    """The classes shape rule, in input order: self's rank, then each input against self
+    (an input of unknown rank is checked when the kernel runs)."""
+    x = shapes["self"]
+    if x is None:
+        return
+    ranks = " or ".join(f"rank {r}" for r in op.class_ranks)
+    if len(x) not in op.class_ranks:
+        raise messages.CLASS_SHAPE(op.name, input="self", shape=x, expected=ranks, self_shape=x)
+    c = op.class_dim(len(x))
+    rows = x[:c] + x[c + 1 :]
+    per_element = reduction is Reduction.NONE and len(x) >= 2
+    expected: dict[str, tuple[str, Callable[[Shape], bool]]] = {
+        "target": (f"{list(rows)} (self without dimension {c})", lambda s: _dims_agree(s, rows)),
+        "grad_output": (
+            (f"{list(rows)} (target's, for reduction none)", lambda s: _dims_agree(s, rows))
+            if per_element
+            else ("one element", _one_element)
+        ),
+        "total_weight": ("one element", _one_element),
+        "weight": (f"[{x[c]}] (one per class)", lambda s: _dims_agree(s, (x[c],))),
+    }
+    for name, shape in shapes.items():
+        if name in expected and shape is not None and not expected[name][1](shape):
+            raise messages.CLASS_SHAPE(
+                op.name, input=name, shape=shape, expected=expected[name][0], self_shape=x
+            )
 
 
 ABSENT_DIM = "absent"
@@ -842,14 +1087,20 @@ class Divisor(StrEnum):
 
     NUMEL = "numel(broadcast(self, target))"
     BATCH = "self.shape[0]"
+    TOTAL_WEIGHT = "total_weight"
+    """The classification operators' mean: the total_weight input's value."""
 
 
-def divisor_rule(reduction: Reduction | str, self_rank: int) -> Divisor | None:
+def divisor_rule(
+    reduction: Reduction | str, self_rank: int, op: OperatorSpec | None = None
+) -> Divisor | None:
     """Which n scales a call: numel(B) for mean, self.shape[0] for batchmean; None where
     nothing is scaled (none, sum, batchmean of a 0-d self). `validate` applies it once per
     call (CheckedCall.divisor); lower-lossgrad records the result in level 2
     (`lossgrad.divisor`), where every backend reads it."""
     reduction = Reduction(reduction)
+    if reduction is Reduction.MEAN and op is not None and op.has_classes:
+        return Divisor.TOTAL_WEIGHT
     if reduction is Reduction.MEAN:
         return Divisor.NUMEL
     if reduction is Reduction.BATCHMEAN and self_rank > 0:
@@ -863,6 +1114,8 @@ def divisor_count(
     """The n of a resolved divisor for concrete shapes (None: nothing is scaled)."""
     if divisor is None:
         return None
+    if Divisor(divisor) is Divisor.TOTAL_WEIGHT:
+        raise ValueError("the total_weight divisor is a value, not a count of the shapes")
     if Divisor(divisor) is Divisor.NUMEL:
         return math.prod(b)
     return self_shape[0]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, i1, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -32,7 +32,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.exceptions import PassFailedException
 
-from lossgrad_compiler import level2, spec
+from lossgrad_compiler import level2, messages, spec
 from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, LossGradOp
 from lossgrad_compiler.passes.broadcast_plan import (
     DimSource,
@@ -40,6 +40,7 @@ from lossgrad_compiler.passes.broadcast_plan import (
     ScaleCount,
     plan_lowering,
 )
+from lossgrad_compiler.passes.lower_classes import ClassBodyValues, ClassFormula, ClassLowering
 from lossgrad_compiler.passes.lowering_utils import (
     ScalarBuilder,
     affine_map_attr,
@@ -256,6 +257,64 @@ def l1_loss_backward() -> Formula:
     return body
 
 
+# --------------------------------------------------------------------------- classes
+
+
+
+
+@dataclass(frozen=True)
+class TargetClass:
+    """What a row's target is: kept (not ignore_index), and valid (kept and in [0, C))."""
+
+    kept: SSAValue
+    valid: SSAValue
+    bad: SSAValue  # kept and outside [0, C): what the target check counts
+
+
+def classify_target(
+    b: ScalarBuilder, t: SSAValue, classes: SSAValue, ignore_index: SSAValue
+) -> TargetClass:
+    """The one statement of which targets count: the formulas read `valid`, the target
+    check (aclnn 161002) counts `bad`."""
+    kept = b.cmpi("ne", t, ignore_index)
+    in_range = b.andi(b.cmpi("sge", t, b.integer_constant(0)), b.cmpi("slt", t, classes))
+    true = b.integer_constant(1, i1)
+    return TargetClass(kept, b.andi(kept, in_range), b.andi(kept, b.xori(in_range, true)))
+
+
+def _round_to_result(b: ScalarBuilder, v: ClassBodyValues, value: SSAValue) -> SSAValue:
+    """value rounded to the result type and widened back: PyTorch's kernels compute a half
+    type's intermediate in that type."""
+    if not v.result.is_half:
+        return value
+    narrow = MLIR_FLOAT_TYPES[v.result.mlir]
+    return b.cast(arith.ExtFOp, b.cast(arith.TruncFOp, value, narrow), v.compute_type)
+
+
+def nll_loss_backward() -> ClassFormula:
+    """select(valid and j == t, mulf(w_j, negf(divf(g, TW))), 0), the eager kernel's
+    `w[t]*(-(g/TW))` (negf(g) without the division; the quotient rounded to the result
+    type first). The weight is read at the class position: at j == t it is w[t], so no
+    index from the target ever addresses it."""
+
+    def body(b: ScalarBuilder, v: ClassBodyValues) -> SSAValue:
+        test = classify_target(b, v.t, v.classes, v.ignore_index)
+        hit = b.andi(test.valid, b.cmpi("eq", v.t, v.j))
+        q = b.divf(v.g, v.total_weight) if v.total_weight is not None else v.g
+        q = b.negf(_round_to_result(b, v, q))
+        value = b.mulf(v.weight, q) if v.weight is not None else q
+        return b.select(hit, value, b.constant(0.0, v.compute_type))
+
+    return body
+
+
+CLASS_FORMULAS: dict[str, ClassFormula] = {
+    spec.NLL_LOSS_BACKWARD.name: nll_loss_backward(),
+    spec.NLL_LOSS_2D_BACKWARD.name: nll_loss_backward(),
+}
+"""Per classification operator: its formula (docs/level2.md, "Beyond elementwise")."""
+
+
 # --------------------------------------------------------------------------- one op
 
 
@@ -458,10 +517,39 @@ class LowerLossgradOp(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LossGradOp, rewriter: PatternRewriter) -> None:
+        if op.SPEC.has_classes:
+            classes = ClassLowering(op, CLASS_FORMULAS[op.SPEC.name], classify_target)
+            grad, status = classes.build()
+            rewriter.replace(op, classes.ops, [grad])
+            return_status(status)
+            return
         formula, reads_self = FORMULAS[op.SPEC.name](op.onnx_attributes())
         lowering = OpLowering(op, formula, reads_self, self.parameters.get(op))
         value = lowering.build()
         rewriter.replace(op, lowering.ops, [value])
+
+
+def return_status(status: SSAValue) -> None:
+    """The target check's count becomes the function's next result, named in
+    `lossgrad.checks`, where the function returns the gradient itself (a signature
+    function); elsewhere nothing reads it."""
+    generic = status.owner
+    assert isinstance(generic, Operation)
+    function = generic.parent_op()
+    block = generic.parent_block()
+    ret = block.last_op if block is not None else None
+    if not isinstance(function, func.FuncOp) or not isinstance(ret, func.ReturnOp):
+        return
+    ret.operands = [*ret.operands, status]
+    function.function_type = func.FunctionType.from_lists(
+        function.function_type.inputs.data, [v.type for v in ret.operands]
+    )
+    checks = list(function.attributes.get(level2.CHECKS_ATTR, ArrayAttr([])).data)
+    function.attributes[level2.CHECKS_ATTR] = ArrayAttr([*checks, StringAttr(TARGET_CHECK)])
+
+
+TARGET_CHECK = messages.TARGET_RANGE.key
+"""The check a classification function's extra result counts (messages.TARGET_RANGE)."""
 
 
 @contextmanager

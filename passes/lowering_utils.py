@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
-from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
@@ -161,6 +161,42 @@ class ScalarBuilder:
                 operands=[condition, if_true, if_false], result_types=[if_true.type]
             )
         )
+
+    def integer_constant(self, value: int, element_type: Attribute = i64) -> SSAValue:
+        key = (value, False, element_type)
+        found = self._constants.get(key)
+        if found is None:
+            found = self._add(
+                arith.ConstantOp.create(
+                    result_types=[element_type],
+                    properties={"value": IntegerAttr(value, element_type)},
+                )
+            )
+            self._constants[key] = found
+        return found
+
+    def cmpi(self, predicate: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        code = arith.CMPI_COMPARISON_OPERATIONS.index(predicate)
+        return self._add(
+            arith.CmpiOp.create(
+                operands=[lhs, rhs],
+                result_types=[i1],
+                properties={"predicate": IntegerAttr(code, i64)},
+            )
+        )
+
+    def andi(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(arith.AndIOp, lhs, rhs)
+
+    def xori(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(arith.XOrIOp, lhs, rhs)
+
+    def addi(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(arith.AddiOp, lhs, rhs)
+
+    def loop_index(self, loop: int) -> SSAValue:
+        """The position on loop `loop` of the enclosing generic (`linalg.index`)."""
+        return self._add(IndexOp(loop))
 
     def dim(self, source: SSAValue, index: int) -> SSAValue:
         return self._add(

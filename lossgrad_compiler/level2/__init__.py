@@ -18,8 +18,10 @@ IR routes) goes through this package, so a fact about level 2 is written once:
 
 from lossgrad_compiler.level2.analysis import (
     Accumulation,
+    Element,
     GenericOperand,
     IndexMap,
+    Level2Check,
     Level2Function,
     Level2Generic,
     Level2Operand,
@@ -29,11 +31,13 @@ from lossgrad_compiler.level2.analysis import (
     analyze_generic,
     captured_values,
     index_map,
+    is_right_aligned,
     signature_functions,
     tensor_shape,
 )
 from lossgrad_compiler.level2.contract import (
     BODY_OPS,
+    CLASS_OPS,
     CONTRACT_PREDICATES,
     COUNT_OPS,
     FUNCTION_OPS,
@@ -48,6 +52,7 @@ from lossgrad_compiler.level2.contract import (
 from lossgrad_compiler.level2.dispatch import ScalarOpDispatch, rule
 from lossgrad_compiler.level2.identity import (
     ATTRIBUTES_ATTR,
+    CHECKS_ATTR,
     DIVISOR_ATTR,
     INPUTS_ATTR,
     OP_TYPE_ATTR,
@@ -55,6 +60,7 @@ from lossgrad_compiler.level2.identity import (
     PARAMETERS_ATTR,
     identity_attributes,
     parameter_type,
+    read_checks,
     read_divisor,
     read_identity,
     read_inputs,
@@ -65,6 +71,8 @@ from lossgrad_compiler.level2.verify import verify_function, verify_level2
 __all__ = [
     "ATTRIBUTES_ATTR",
     "BODY_OPS",
+    "CHECKS_ATTR",
+    "CLASS_OPS",
     "CONTRACT_PREDICATES",
     "COUNT_OPS",
     "DIVISOR_ATTR",
@@ -77,8 +85,10 @@ __all__ = [
     "SCALAR_OPS",
     "TENSOR_OPS",
     "Accumulation",
+    "Element",
     "GenericOperand",
     "IndexMap",
+    "Level2Check",
     "Level2ContractError",
     "Level2Function",
     "Level2Generic",
@@ -93,8 +103,10 @@ __all__ = [
     "constant_value",
     "identity_attributes",
     "index_map",
+    "is_right_aligned",
     "parameter_type",
     "predicate_of",
+    "read_checks",
     "read_divisor",
     "read_identity",
     "read_inputs",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import IntegerType, ModuleOp, Signedness, TensorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
@@ -20,6 +20,7 @@ from lossgrad_compiler.level2.identity import (
     DIVISOR_ATTR,
     PARAMETER_N,
     parameter_type,
+    read_checks,
     read_divisor,
     read_identity,
     read_inputs,
@@ -31,7 +32,12 @@ LoopSize = int | tuple[int, int]
 
 IndexMap = tuple[int | None, ...]
 """Per operand dimension: the loop that reads it, or None for the constant 0 of a
-broadcast 1. Level-2 maps are right-aligned, so loop = loops - rank + dimension."""
+broadcast 1. The elementwise operators' maps are right-aligned (loop = loops - rank +
+dimension); a classification operator's keep the order of the loops but skip some (target
+[N] of a [N, C] space reads d0, weight [C] reads d1)."""
+
+Element = spec.FloatType | spec.IndexType
+"""An operand's element type: one of the four floats, or a class index (i64, i32)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ class GenericOperand:
 
     value: SSAValue
     block_arg: BlockArgument
-    element: spec.FloatType
+    element: Element
     shape: tuple[int | None, ...]  # None: dynamic
     index_map: IndexMap
 
@@ -64,9 +70,10 @@ class GenericOperand:
 
 @dataclass(frozen=True)
 class Accumulation:
-    """How a summing generic adds each element: `addf %acc, %v` into a filled output."""
+    """How a summing generic adds each element: `addf %acc, %v` (`addi` for the target
+    check's count) into a filled output."""
 
-    add: arith.AddfOp
+    add: arith.AddfOp | arith.AddiOp
     accumulator_first: bool
     init: float | None  # the constant the output is filled with (None: not a fill)
 
@@ -119,18 +126,27 @@ def index_map(op: Operation, amap: AffineMap, value_type: Attribute, loops: int)
     if amap.num_dims != loops or amap.num_symbols or len(amap.results) != rank or rank > loops:
         raise Level2ContractError(op, f"indexing map {amap} does not fit its operand")
     entries: list[int | None] = []
+    previous = -1
     for j, expr in enumerate(amap.results):
-        loop = loops - rank + j
-        if isinstance(expr, AffineDimExpr) and expr.position == loop:
-            entries.append(loop)
+        if isinstance(expr, AffineDimExpr) and expr.position > previous:
+            entries.append(expr.position)
+            previous = expr.position
         elif isinstance(expr, AffineConstantExpr) and expr.value == 0 and shape[j] == 1:
             entries.append(None)
         else:
             raise Level2ContractError(
                 op,
-                f"indexing map {amap}: result {j} must be d{loop}, or 0 at a size-1 dimension",
+                f"indexing map {amap}: result {j} must be a loop after the ones before it, "
+                "or 0 at a size-1 dimension",
             )
     return tuple(entries)
+
+
+def is_right_aligned(index_map_: IndexMap, loops: int) -> bool:
+    """Whether each dimension j of a rank-r operand is read on loop loops - r + j (or is a
+    broadcast 0): the elementwise operators' maps."""
+    rank = len(index_map_)
+    return all(loop is None or loop == loops - rank + j for j, loop in enumerate(index_map_))
 
 
 def tensor_shape(value: SSAValue) -> tuple[int | None, ...]:
@@ -147,6 +163,16 @@ def _float_element(op: Operation, value: SSAValue) -> spec.FloatType:
     return element
 
 
+def _element(op: Operation, value: SSAValue) -> Element:
+    """A float element type, or a class index (a signless i64/i32)."""
+    t = value.type
+    if isinstance(t, TensorType) and isinstance(t.element_type, IntegerType):
+        found = spec.index_type(f"i{t.element_type.width.data}")
+        if found is not None and t.element_type.signedness.data is Signedness.SIGNLESS:
+            return found
+    return _float_element(op, value)
+
+
 def analyze_generic(op: GenericOp) -> Level2Generic:
     """The structure of one level-2 `linalg.generic` (Level2ContractError if it has none)."""
     if len(op.outputs) != 1 or len(op.results) != 1:
@@ -160,7 +186,7 @@ def analyze_generic(op: GenericOp) -> Level2Generic:
         raise Level2ContractError(op, "needs one indexing map and one block argument per operand")
     described: list[GenericOperand] = []
     for value, arg, amap in zip(operands, block.args, maps, strict=True):
-        element = _float_element(op, value)
+        element = _element(op, value)
         if arg.type != value.type.element_type:  # type: ignore[attr-defined]
             raise Level2ContractError(op, "block argument types must be the operand elements")
         described.append(
@@ -188,8 +214,9 @@ def analyze_generic(op: GenericOp) -> Level2Generic:
     acc_uses = list(output.block_arg.uses)
     if any(reduction_loops):
         add = value.owner
-        if not isinstance(add, arith.AddfOp) or output.block_arg not in (add.lhs, add.rhs):
-            raise Level2ContractError(op, "a summing body yields `arith.addf %acc, %v`")
+        adds = arith.AddiOp if isinstance(output.element, spec.IndexType) else arith.AddfOp
+        if not isinstance(add, adds) or output.block_arg not in (add.lhs, add.rhs):
+            raise Level2ContractError(op, f"a summing body yields `{adds.name} %acc, %v`")
         if len(acc_uses) != 1:
             raise Level2ContractError(op, "the accumulator is read only by the yielded addf")
         first = add.lhs == output.block_arg
@@ -242,11 +269,17 @@ class Level2Operand:
     position: int  # among the function's tensor arguments
     argument: BlockArgument  # the function argument
     generic: GenericOperand  # the same operand in the main generic
-    widening: arith.ExtFOp | None  # the one extf to the compute type, if it is read that way
+    widening: arith.ExtFOp | arith.ExtSIOp | None
+    """The one extf to the compute type (extsi to i64 for an i32 class index), if it is
+    read that way."""
 
     @property
-    def storage(self) -> spec.FloatType:
+    def storage(self) -> Element:
         return self.generic.element
+
+    @property
+    def is_class_index(self) -> bool:
+        return isinstance(self.storage, spec.IndexType)
 
     @property
     def reads(self) -> bool:
@@ -279,6 +312,18 @@ class Level2Scale:
 
 
 @dataclass(frozen=True)
+class Level2Check:
+    """A check of the values (docs/level2.md, "Beyond elementwise"): a generic that counts
+    the failing elements into a 0-d i64, returned after the gradient. A backend that runs
+    with the values raises the rule's error (messages, by `rule`) when the count is not 0."""
+
+    rule: str  # a messages.Rule key: "target_range"
+    generic: Level2Generic
+    result_index: int  # which function result the count is (the gradient is 0)
+    inputs: tuple[str, ...]  # the operator inputs its generic reads, in operand order
+
+
+@dataclass(frozen=True)
 class Level2Function:
     """A lowered signature function, as every backend reads it."""
 
@@ -295,6 +340,7 @@ class Level2Function:
     value: SSAValue  # per element, in the compute type, before narrowing or summing
     compute_ops: tuple[Operation, ...]  # the body ops computing `value` from the loaded operands
     scale: Level2Scale | None
+    checks: tuple[Level2Check, ...] = ()  # results 1, 2, ...: counts of failing elements
 
     @property
     def name(self) -> str:
@@ -348,26 +394,37 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
             raise Level2ContractError(
                 function, f"parameter '{name}' must be {parameter_type(name)}", where
             )
-    generics = [o for o in block.ops if isinstance(o, GenericOp)]
+    check_rules = read_checks(function)
+    all_generics = [o for o in block.ops if isinstance(o, GenericOp)]
+    generics = all_generics[: len(all_generics) - len(check_rules)]
     if not 1 <= len(generics) <= 2:
         raise Level2ContractError(
-            function, f"holds one or two linalg.generic, found {len(generics)}", where
+            function,
+            f"holds one or two linalg.generic and then one per check, found {len(all_generics)}",
+            where,
         )
     main = analyze_generic(generics[0])
     arguments = list(block.args[:n_inputs])
     if [i.value for i in main.inputs] != arguments:
         raise Level2ContractError(generics[0], f"reads ({', '.join(names)}) in order", where)
     narrowing = generics[1] if len(generics) == 2 else None
-    returned = _returned(function)
+    results = _returned(function, 1 + len(check_rules))
+    returned = results[0]
     last = narrowing if narrowing is not None else main.op
     if returned != last.results[0]:
         raise Level2ContractError(function, "returns the result of its last generic", where)
+    checks = tuple(
+        _check(function, rule, generic, results[k], k, names, arguments)
+        for k, (rule, generic) in enumerate(
+            zip(check_rules, all_generics[len(generics) :], strict=True), start=1
+        )
+    )
     if narrowing is not None:
         _check_narrowing(narrowing, main)
     operands = tuple(
         Level2Operand(name, i, arguments[i], main.inputs[i], None) for i, name in enumerate(names)
     )
-    types = {o.name: o.storage for o in operands}
+    types = {o.name: o.storage for o in operands if isinstance(o.storage, spec.FloatType)}
     compute = spec.compute_type(spec.promote_types(types.values()))
     operands = tuple(_with_widening(o, compute, main.op) for o in operands)
     value = main.value
@@ -400,14 +457,41 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
         value=value,
         compute_ops=compute_ops,
         scale=_scale(function, op, operands, main, parameters),
+        checks=checks,
     )
 
 
-def _returned(function: func.FuncOp) -> SSAValue:
+def _returned(function: func.FuncOp, count: int = 1) -> list[SSAValue]:
     ret = function.body.block.last_op
-    if not isinstance(ret, func.ReturnOp) or len(ret.operands) != 1:
-        raise Level2ContractError(function, "returns exactly one tensor")
-    return SSAValue.get(ret.operands[0])
+    if not isinstance(ret, func.ReturnOp) or len(ret.operands) != count:
+        what = "one tensor" if count == 1 else f"the gradient and {count - 1} check count(s)"
+        raise Level2ContractError(function, f"returns exactly {what}")
+    return [SSAValue.get(v) for v in ret.operands]
+
+
+def _check(
+    function: func.FuncOp,
+    rule: str,
+    op: GenericOp,
+    returned: SSAValue,
+    index: int,
+    names: Sequence[str],
+    arguments: Sequence[BlockArgument],
+) -> Level2Check:
+    """A check generic: reads function inputs only, counts into a 0-d i64 it returns."""
+    generic = analyze_generic(op)
+    by_argument = dict(zip(arguments, names, strict=True))
+    inputs = [by_argument.get(i.value) for i in generic.inputs]  # type: ignore[call-overload]
+    if (
+        returned != op.results[0]
+        or generic.output.element != spec.INT64
+        or generic.output.rank != 0
+        or None in inputs
+    ):
+        raise Level2ContractError(
+            op, f"a check ('{rule}') reads function inputs and returns its 0-d i64 count"
+        )
+    return Level2Check(rule, generic, index, tuple(n for n in inputs if n is not None))
 
 
 def _check_narrowing(narrowing: GenericOp, main: Level2Generic) -> None:
@@ -427,9 +511,16 @@ def _check_narrowing(narrowing: GenericOp, main: Level2Generic) -> None:
 
 
 def _with_widening(operand: Level2Operand, compute: spec.FloatType, op: GenericOp) -> Level2Operand:
-    """The operand with its widening extf, when the body reads it through one."""
+    """The operand with its widening extf, when the body reads it through one (a class
+    index: through one extsi to i64, or as it is)."""
     users = [use.operation for use in operand.generic.block_arg.uses]
     widening = users[0] if len(users) == 1 else None
+    if operand.is_class_index:
+        if isinstance(widening, arith.ExtSIOp):
+            return Level2Operand(
+                operand.name, operand.position, operand.argument, operand.generic, widening
+            )
+        return operand
     if isinstance(widening, arith.ExtFOp) and element_float_type(widening.result.type) == compute:
         return Level2Operand(
             operand.name, operand.position, operand.argument, operand.generic, widening
@@ -455,8 +546,8 @@ def _scale(
     places the scale itself, the one captured value computed from sizes alone (not from a
     float parameter such as beta)."""
     divisor = read_divisor(function)
-    if divisor is None:
-        return None
+    if divisor is None or divisor is spec.Divisor.TOTAL_WEIGHT:
+        return None  # total_weight is an operand, which the formula divides by
     n = parameters.get(PARAMETER_N)
     if op.scaling is not spec.Scaling.GRAD_OUTPUT:
         value = _placed_scale(function, main, parameters)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, math, tensor
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
-from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
 from xdsl.ir import Operation
 
 from lossgrad_compiler.errors import InvalidArgumentError
@@ -52,6 +52,23 @@ SCALAR_OPS: frozenset[type[Operation]] = frozenset(
 )
 """Scalar float ops: a body is made of these and `linalg.yield`."""
 
+CLASS_OPS: frozenset[type[Operation]] = frozenset(
+    {
+        IndexOp,
+        arith.IndexCastOp,
+        arith.CmpiOp,
+        arith.AndIOp,
+        arith.XOrIOp,
+        arith.ExtSIOp,
+        arith.ExtUIOp,
+        arith.AddiOp,
+    }
+)
+"""Integer and index ops of the classification operators' bodies (docs/level2.md, "Beyond
+elementwise"): the class position (`linalg.index`, `index_cast` to i64), comparisons of
+i64 targets (`cmpi`), i1 logic (`andi`, `xori` with true), `extsi` of an i32 target, and
+the target check's count (`extui` i1 to i64, `addi`)."""
+
 COUNT_OPS: frozenset[type[Operation]] = frozenset({arith.MuliOp, arith.IndexCastOp, arith.UIToFPOp})
 """Index arithmetic of an element count (the n of a dynamic reduction scale)."""
 
@@ -59,7 +76,7 @@ TENSOR_OPS: frozenset[type[Operation]] = frozenset(
     {tensor.DimOp, tensor.EmptyOp, FillOp, GenericOp}
 )
 
-BODY_OPS: frozenset[type[Operation]] = SCALAR_OPS | {YieldOp}
+BODY_OPS: frozenset[type[Operation]] = SCALAR_OPS | CLASS_OPS | {YieldOp}
 """Everything a `linalg.generic` body may hold."""
 
 FUNCTION_OPS: frozenset[type[Operation]] = SCALAR_OPS | COUNT_OPS | TENSOR_OPS | {func.ReturnOp}

@@ -41,6 +41,11 @@ every function whose body multiplies grad_output by a scale; absent where nothin
 scaled. lower-lossgrad writes the divisor spec.validate resolved, so no reader applies the
 rule again."""
 
+CHECKS_ATTR = "lossgrad.checks"
+"""Function attribute: per result after the first, the check whose count of failing
+elements it is (a messages rule key: `target_range`); a backend that runs with the values
+raises that rule's error when a count is not 0."""
+
 PARAMETER_N = "n"
 """Run-time parameter: the divisor n of the reduction scale 1/n (an `index`)."""
 PARAMETER_TYPES: dict[str, Attribute] = {PARAMETER_N: IndexType()}
@@ -164,3 +169,13 @@ def read_parameters(function: func.FuncOp) -> tuple[str, ...]:
     if not isinstance(found, ArrayAttr) or not all(isinstance(n, StringAttr) for n in found):
         raise Level2ContractError(function, f"'{PARAMETERS_ATTR}' must be an array of strings")
     return tuple(n.data for n in found.data)  # type: ignore[union-attr]
+
+
+def read_checks(function: func.FuncOp) -> tuple[str, ...]:
+    """The rule keys of `lossgrad.checks`, one per result after the first (none if absent)."""
+    attr = function.attributes.get(CHECKS_ATTR)
+    if attr is None:
+        return ()
+    if not isinstance(attr, ArrayAttr) or not all(isinstance(a, StringAttr) for a in attr.data):
+        raise Level2ContractError(function, f"'{CHECKS_ATTR}' must be an array of strings")
+    return tuple(a.data for a in attr.data)  # type: ignore[attr-defined]

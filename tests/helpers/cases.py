@@ -24,7 +24,7 @@ import numpy as np
 
 from lossgrad_compiler import spec
 
-OP_TYPES: tuple[str, ...] = tuple(spec.OPERATORS)
+OP_TYPES: tuple[str, ...] = tuple(spec.BROADCAST_OPERATORS)
 DTYPES: tuple[np.dtype, ...] = tuple(t.dtype for t in spec.FLOAT_TYPES)
 SPECIAL_VALUES: tuple[float, ...] = (0.0, -0.0, np.inf, -np.inf, np.nan)
 BETAS: tuple[float, ...] = (0.0, 1e-6, 0.5, 1.0, 2.5)
