@@ -403,3 +403,58 @@ def _reduce_like_kl_div(weighted: torch.Tensor, reduction: str, x: torch.Tensor)
 def _shape(shape: spec.Shape | None) -> tuple[int, ...]:
     assert shape is not None
     return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- classes
+
+
+def _torch_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor of the array's own type (bfloat16 through float32, exactly)."""
+    array = np.asarray(array)
+    if array.dtype == spec.BFLOAT16.dtype:
+        return torch.tensor(array.astype(np.float32)).to(torch.bfloat16)
+    return torch.tensor(array)
+
+
+def _numpy(tensor: torch.Tensor, dtype: np.dtype) -> np.ndarray:
+    if tensor.dtype == torch.bfloat16:
+        return tensor.float().numpy().astype(dtype)
+    return tensor.numpy()
+
+
+def nll_autograd(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the gradient of F.nll_loss with respect to self, the total weight its forward
+    returned), by PyTorch's eager autograd in self's own type (its kernels compute a half
+    type in that type, which the contract follows). Targets go in as int64 (PyTorch takes no
+    int32); the operator's total_weight input is not read: autograd uses the forward's, so
+    a comparison must feed the operator the total weight returned here."""
+    x = np.asarray(inputs["self"])
+    weight = inputs.get("weight")
+    reduction = str(attrs.get("reduction", "mean"))
+    ignore = int(attrs.get("ignore_index", -100))
+    xt = _torch_tensor(x).requires_grad_(True)
+    target = torch.tensor(np.asarray(inputs["target"]).astype(np.int64))
+    w = None if weight is None else _torch_tensor(weight)
+    forward = (
+        torch.ops.aten.nll_loss2d_forward
+        if op_type == spec.NLL_LOSS_2D_BACKWARD.name
+        else torch.ops.aten.nll_loss_forward
+    )
+    codes = {"none": 0, "mean": 1, "sum": 2}
+    _, total = forward(xt.detach(), target, w, codes[reduction], ignore)
+    loss = F.nll_loss(xt, target, weight=w, reduction=reduction, ignore_index=ignore)
+    g = _torch_tensor(np.asarray(inputs["grad_output"]).reshape(tuple(loss.shape)))
+    loss.backward(g)
+    assert xt.grad is not None
+    return _numpy(xt.grad, x.dtype), _numpy(total, x.dtype).reshape(())
+
+
+def with_torch_total_weight(
+    op_type: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(the inputs with total_weight replaced by the one PyTorch's forward returns, the
+    gradient PyTorch's autograd computes for them)."""
+    grad, total = nll_autograd(op_type, inputs, attrs)
+    return {**inputs, "total_weight": total}, grad

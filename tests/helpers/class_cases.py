@@ -1,0 +1,204 @@
+"""Input generators for the classification operators (spec.ShapeRule.CLASSES), shared by every
+test that runs them on a path: the reference, level 2, ONNX, the native kernels, IREE,
+Ascend C and AscendNPU IR draw the same calls from here.
+
+    for case in class_cases("NLLLossBackward", np.float32):
+        assert_bits_equal(run_my_backend(case), reference.evaluate(*case.call))
+
+total_weight is what PyTorch's forward returns beside the loss (the sum of w[t] over the
+kept elements, the count without a weight), computed here in float64 and rounded once;
+`torch_total_weight` gives PyTorch's own, for comparisons with autograd.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType, i32, i64
+from xdsl.ir import Block, Region
+
+from lossgrad_compiler import reference, spec
+from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
+
+CLASS_OP_TYPES: tuple[str, ...] = tuple(spec.CLASS_OPERATORS)
+TARGET_DTYPES: tuple[np.dtype, ...] = tuple(t.dtype for t in spec.INDEX_TYPES)
+
+SHAPES: dict[str, tuple[tuple[int, ...], ...]] = {
+    spec.NLL_LOSS_BACKWARD.name: ((6, 5), (5,), (1, 3), (0, 4)),
+    spec.NLL_LOSS_2D_BACKWARD.name: ((2, 4, 3, 3), (1, 3, 1, 5), (0, 2, 2, 2)),
+}
+"""self's shapes per operator: a batch, no batch ([C]), one row, an empty batch."""
+
+IGNORE_INDICES: tuple[int, ...] = (-100, 1)
+"""The default, and a class that occurs (some rows are ignored)."""
+
+
+@dataclass(frozen=True)
+class ClassCase:
+    """One call: ONNX-named inputs (weight only when given) and attributes."""
+
+    op_type: str
+    inputs: dict[str, np.ndarray]
+    attrs: dict[str, Any]
+    label: str
+    checked: spec.CheckedCall = field(compare=False, repr=False)
+
+    @property
+    def call(self) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
+        return self.op_type, self.inputs, self.attrs
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        return self.checked.present
+
+    def expected(self) -> np.ndarray:
+        return reference.evaluate(self.op_type, self.inputs, self.attrs)
+
+
+def rows_of(op_type: str, self_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """(target's shape, C) for a self of this shape."""
+    axis = spec.operator(op_type).class_dim(len(self_shape))
+    return self_shape[:axis] + self_shape[axis + 1 :], self_shape[axis]
+
+
+def total_weight(
+    target: np.ndarray, weight: np.ndarray | None, ignore_index: int, dtype: Any
+) -> np.ndarray:
+    """The forward's total weight: the sum of w[t] over the kept elements (their count
+    without a weight), in float64, rounded once to `dtype`; a 0-d array."""
+    kept = target.reshape(-1)[target.reshape(-1) != ignore_index]
+    w = np.ones(1 << 16) if weight is None else weight.astype(np.float64)
+    value = float(np.sum(w[kept])) if kept.size else 0.0
+    return reference.round_to(np.array(value, np.float64), np.dtype(dtype))
+
+
+def make_class_case(
+    op_type: str,
+    self_shape: tuple[int, ...],
+    dtype: Any,
+    *,
+    reduction: str = "mean",
+    ignore_index: int = -100,
+    weighted: bool = False,
+    target_dtype: Any = np.int64,
+    seed: int = 0,
+    targets: np.ndarray | None = None,
+    grad_output_shape: tuple[int, ...] | None = None,
+) -> ClassCase:
+    """One call with random values: targets in [0, C) (some equal to ignore_index when it
+    is a class), weights in [0.5, 1.5), grad_output in N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    rows, classes = rows_of(op_type, self_shape)
+    if targets is None:
+        targets = rng.integers(0, max(classes, 1), rows)
+        if 0 <= ignore_index < classes and targets.size:
+            targets.reshape(-1)[:: 3] = ignore_index
+    t = np.asarray(targets).astype(target_dtype).reshape(rows)
+    per_element = reduction == "none" and len(self_shape) >= 2
+    if grad_output_shape is None:
+        grad_output_shape = rows if per_element else ()
+    inputs: dict[str, np.ndarray] = {
+        "grad_output": rng.standard_normal(grad_output_shape).astype(dtype),
+        "self": rng.standard_normal(self_shape).astype(dtype),
+        "target": t,
+    }
+    weight = (rng.random(classes) + 0.5).astype(dtype) if weighted else None
+    inputs["total_weight"] = total_weight(t, weight, ignore_index, dtype)
+    if weight is not None:
+        inputs["weight"] = weight
+    attrs = {"reduction": reduction, "ignore_index": ignore_index}
+    label = (
+        f"{op_type}-{'x'.join(map(str, self_shape)) or '0d'}-{np.dtype(dtype).name}-"
+        f"{reduction}-ii{ignore_index}{'-w' if weighted else ''}-{np.dtype(target_dtype).name}"
+    )
+    checked = spec.validate(
+        op_type, {n: spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}, attrs
+    )
+    return ClassCase(op_type, inputs, attrs, label, checked)
+
+
+def class_cases(
+    op_type: str, dtype: Any, *, target_dtype: Any = np.int64, seed: int = 0
+) -> list[ClassCase]:
+    """Every shape of SHAPES, reduction, ignore_index of IGNORE_INDICES, with and without a
+    weight, for one operator and float type."""
+    op = spec.operator(op_type)
+    grid = itertools.product(
+        SHAPES[op_type], op.reductions, IGNORE_INDICES, (False, True)
+    )
+    return [
+        make_class_case(
+            op_type, shape, dtype, reduction=r.value, ignore_index=ii, weighted=w,
+            target_dtype=target_dtype, seed=seed + k,
+        )
+        for k, (shape, r, ii, w) in enumerate(grid)
+    ]
+
+
+def all_class_cases(dtypes: Any = None, seed: int = 0) -> Iterator[ClassCase]:
+    """class_cases of every classification operator and float type, int64 targets, and one
+    int32 case set per operator."""
+    for op_type in CLASS_OP_TYPES:
+        for dtype in dtypes or [t.dtype for t in spec.FLOAT_TYPES]:
+            yield from class_cases(op_type, dtype, seed=seed)
+        yield from class_cases(op_type, np.float32, target_dtype=np.int32, seed=seed + 1)
+
+
+def out_of_range_case(op_type: str, dtype: Any = np.float32) -> ClassCase:
+    """A call whose targets hold two values outside [0, C) that are not ignore_index."""
+    shape = SHAPES[op_type][0]
+    rows, classes = rows_of(op_type, shape)
+    targets = np.zeros(rows, np.int64)
+    targets.reshape(-1)[0] = classes
+    targets.reshape(-1)[-1] = -7
+    return make_class_case(op_type, shape, dtype, reduction="sum", targets=targets)
+
+
+def inputs_in_order(case: ClassCase) -> list[np.ndarray]:
+    """The present inputs in the operator's order (a function's arguments)."""
+    return [case.inputs[n] for n in case.present]
+
+
+def describe(inputs: Mapping[str, np.ndarray]) -> str:
+    return ", ".join(f"{n}: {a.dtype}{list(a.shape)}" for n, a in inputs.items())
+
+
+def signature_shape(case: ClassCase, name: str) -> list[int]:
+    """The frontend's signature form of a classification input: every dim dynamic, but a
+    one-element input (grad_output of a reduced loss, total_weight) keeps its static shape."""
+    shape = list(case.inputs[name].shape)
+    per_element = case.attrs["reduction"] == "none" and case.inputs["self"].ndim >= 2
+    if name == "total_weight" or (name == "grad_output" and not per_element):
+        return shape
+    return [DYNAMIC_INDEX] * len(shape)
+
+
+def class_case_function(case: ClassCase, *, dynamic: bool, name: str = "f") -> func.FuncOp:
+    """`func.func @name(<present inputs>)` returning the op's result, lossgrad level (the
+    lowering appends the target check's count as a second result)."""
+    types = []
+    for input_name in case.present:
+        array = case.inputs[input_name]
+        float_type = spec.float_type(array.dtype)
+        element = (
+            MLIR_FLOAT_TYPES[float_type.mlir]
+            if float_type is not None
+            else (i64 if array.dtype == np.int64 else i32)
+        )
+        shape = signature_shape(case, input_name) if dynamic else list(array.shape)
+        types.append(TensorType(element, shape))
+    block = Block(arg_types=types)
+    attrs = spec.check_attributes(spec.operator(case.op_type), case.attrs)
+    op = make_op(case.op_type, dict(zip(case.present, block.args, strict=True)), attrs)
+    block.add_ops([op, func.ReturnOp(op.result)])
+    return func.FuncOp(name, (types, [op.result.type]), Region(block))
+
+
+def class_case_module(case: ClassCase, *, dynamic: bool) -> ModuleOp:
+    """A module of one function `@f` for the case."""
+    return ModuleOp([class_case_function(case, dynamic=dynamic)])
