@@ -48,7 +48,8 @@ class InvalidArgumentError(LossGradError):
 
 
 class ElementTypeError(InvalidArgumentError):
-    """Element type outside float16, bfloat16, float32, float64."""
+    """Element type outside float16, bfloat16, float32, float64 (a class index outside
+    int64, int32), or a classification operator's float input not of self's type."""
 
 
 class RankError(InvalidArgumentError):
@@ -57,6 +58,16 @@ class RankError(InvalidArgumentError):
 
 class BroadcastError(InvalidArgumentError):
     """Shapes do not broadcast, or grad_output would enlarge the broadcast shape."""
+
+
+class ClassShapeError(InvalidArgumentError):
+    """A classification operator's shapes outside the classes rule (target is self without
+    its class dimension, weight [C], one-element inputs one element)."""
+
+
+class TargetValueError(InvalidArgumentError):
+    """A target outside [0, C) that is not ignore_index: a check of the values, raised by
+    the paths that run with them."""
 
 
 class AttributeValueError(InvalidArgumentError):

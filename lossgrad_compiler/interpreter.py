@@ -245,6 +245,24 @@ class HfusionFormFunctions(InterpreterFunctions):
     def run_cast(self, interpreter: Interpreter, op: Any, args: PythonValues):
         return run_linalg_structured_op(interpreter, op, args)
 
+    @impl(hf.HfusionElemwiseBinaryOp)
+    def run_hfusion_elemwise_binary(self, interpreter: Interpreter, op: Any, args: PythonValues):
+        return run_linalg_structured_op(interpreter, op, args)
+
+    @impl(arith.MaxSIOp)
+    def run_maxsi(self, interpreter: Interpreter, op: arith.MaxSIOp, args: PythonValues):
+        return (max(int(args[0]), int(args[1])),)  # the integer max(s, s) after a count
+
+    @impl(hf.ArangeOp)
+    def run_arange(self, interpreter: Interpreter, op: hf.ArangeOp, args: PythonValues):
+        """`offset + sum_k index_k * strides[k]` at every index of the output."""
+        offset = int(args[0]) if op.offset is not None else 0
+        strides = [int(s) for s in args[1 if op.offset is not None else 0 : -1]]
+        result = args[-1].copy()
+        for index in result.indices():
+            result.store(index, offset + sum(i * s for i, s in zip(index, strides, strict=True)))
+        return (result,)
+
     @impl(hf.CompareOp)
     def run_compare(self, interpreter: Interpreter, op: Any, args: PythonValues):
         return run_linalg_structured_op(interpreter, op, args)

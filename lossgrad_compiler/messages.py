@@ -220,7 +220,7 @@ a signature leaves dynamic must agree at run time."""
 
 CLASS_SHAPE = _rule(
     "class_shape", "{input}", "shape {shape} must be {expected} for self {self_shape}",
-    errors.InvalidArgumentError, input=T, shape=S, expected=T, self_shape=S,
+    errors.ClassShapeError, input=T, shape=S, expected=T, self_shape=S,
 )  # fmt: skip
 """The classes shape rule (docs/operators.md): target is self without its class dimension,
 weight [C], one-element inputs one element."""
@@ -231,7 +231,7 @@ SAME_TYPE = _rule(
 TARGET_RANGE = _rule(
     "target_range", "target",
     "holds {count} value(s) outside [0, {classes}) that are not ignore_index {ignore_index}",
-    errors.InvalidArgumentError, count=N, classes=N, ignore_index=N,
+    errors.TargetValueError, count=N, classes=N, ignore_index=N,
 )  # fmt: skip
 """A check of the values, not the types: a kernel that sees them raises it (the level-2
 target check, docs/level2.md)."""

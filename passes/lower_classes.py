@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AffineMapAttr, i32, i64
@@ -50,8 +49,8 @@ class ClassBodyValues:
 
 
 ClassFormula = Callable[[ScalarBuilder, ClassBodyValues], SSAValue]
-Classify = Callable[[ScalarBuilder, SSAValue, SSAValue, SSAValue], Any]
-"""lower_lossgrad.classify_target: (b, t, C, ignore_index) -> its TargetClass."""
+BadTarget = Callable[[ScalarBuilder, SSAValue, SSAValue, SSAValue], SSAValue]
+"""lower_lossgrad.bad_target: (b, t, C, ignore_index) -> the i1 the target check counts."""
 
 
 def _narrower(element: spec.FloatType | spec.IndexType, compute: spec.FloatType) -> bool:
@@ -61,10 +60,10 @@ def _narrower(element: spec.FloatType | spec.IndexType, compute: spec.FloatType)
 class ClassLowering:
     """The level-2 ops replacing one classification op (before it, in order)."""
 
-    def __init__(self, op: LossGradOp, formula: ClassFormula, classify: Classify) -> None:
+    def __init__(self, op: LossGradOp, formula: ClassFormula, bad_target: BadTarget) -> None:
         self.op = op
         self.formula = formula
-        self.classify = classify
+        self.bad_target = bad_target
         self.inputs = op.input_values()
         self.checked = op.check()
         self.compute = self.checked.compute
@@ -109,7 +108,9 @@ class ClassLowering:
         """C as i64: a constant for a static class dimension, else from tensor.dim."""
         size = self.shape[self.class_dim]
         if isinstance(size, int):
-            return self.outer.integer_constant(size)
+            static = self.outer.integer_constant(size)
+            static.name_hint = "classes"
+            return static
         dim = self.outer.dim(self.inputs["self"], self.class_dim)
         dim.name_hint = "classes"
         as_i64 = self.outer.cast(arith.IndexCastOp, dim, i64)
@@ -118,11 +119,12 @@ class ClassLowering:
 
     def sizes(self) -> list[SSAValue]:
         """The dynamic sizes of self, for tensor.empty."""
-        return [
-            self.outer.dim(self.inputs["self"], axis)
-            for axis, d in enumerate(self.shape)
-            if not isinstance(d, int)
-        ]
+        sizes = []
+        for axis, d in enumerate(self.shape):
+            if not isinstance(d, int):
+                sizes.append(self.outer.dim(self.inputs["self"], axis))
+                sizes[-1].name_hint = "dim"
+        return sizes
 
     # ----------------------------------------------------------------- the generics
 
@@ -176,7 +178,6 @@ class ClassLowering:
             maps,
             iterator_types((False,) * self.loops),
         )
-        grad.name_hint = "grad"
         return grad
 
     def status(self, classes: SSAValue, ignore: SSAValue) -> SSAValue:
@@ -188,10 +189,11 @@ class ClassLowering:
         ops: list[Operation] = []
         b = ScalarBuilder(ops)
         t = self._target_i64(b, block.args[0])
-        bad = b.cast(arith.ExtUIOp, self.classify(b, t, classes, ignore).bad, i64)
+        bad = b.cast(arith.ExtUIOp, self.bad_target(b, t, classes, ignore), i64)
         ops.append(yield_op(b.addi(block.args[1], bad) if rank else bad))
         block.add_ops(ops)
         zero = self.outer.integer_constant(0)
+        zero.name_hint = "zero"
         output = self.outer.empty([], tensor_type(i64, ()))
         output.name_hint = "no_targets"
         if rank:

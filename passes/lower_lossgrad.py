@@ -264,22 +264,29 @@ def l1_loss_backward() -> Formula:
 
 @dataclass(frozen=True)
 class TargetClass:
-    """What a row's target is: kept (not ignore_index), and valid (kept and in [0, C))."""
+    """What a row's target is: kept (not ignore_index), in [0, C), and valid (both)."""
 
     kept: SSAValue
+    in_range: SSAValue
     valid: SSAValue
-    bad: SSAValue  # kept and outside [0, C): what the target check counts
 
 
 def classify_target(
     b: ScalarBuilder, t: SSAValue, classes: SSAValue, ignore_index: SSAValue
 ) -> TargetClass:
     """The one statement of which targets count: the formulas read `valid`, the target
-    check (aclnn 161002) counts `bad`."""
+    check counts `bad_target` (aclnn 161002)."""
     kept = b.cmpi("ne", t, ignore_index)
     in_range = b.andi(b.cmpi("sge", t, b.integer_constant(0)), b.cmpi("slt", t, classes))
-    true = b.integer_constant(1, i1)
-    return TargetClass(kept, b.andi(kept, in_range), b.andi(kept, b.xori(in_range, true)))
+    return TargetClass(kept, in_range, b.andi(kept, in_range))
+
+
+def bad_target(
+    b: ScalarBuilder, t: SSAValue, classes: SSAValue, ignore_index: SSAValue
+) -> SSAValue:
+    """A kept target outside [0, C): what the target check counts."""
+    target = classify_target(b, t, classes, ignore_index)
+    return b.andi(target.kept, b.xori(target.in_range, b.integer_constant(1, i1)))
 
 
 def _round_to_result(b: ScalarBuilder, v: ClassBodyValues, value: SSAValue) -> SSAValue:
@@ -518,7 +525,7 @@ class LowerLossgradOp(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LossGradOp, rewriter: PatternRewriter) -> None:
         if op.SPEC.has_classes:
-            classes = ClassLowering(op, CLASS_FORMULAS[op.SPEC.name], classify_target)
+            classes = ClassLowering(op, CLASS_FORMULAS[op.SPEC.name], bad_target)
             grad, status = classes.build()
             rewriter.replace(op, classes.ops, [grad])
             return_status(status)
@@ -588,8 +595,8 @@ def runtime_parameter_names(op: LossGradOp) -> list[str]:
     attribute whose value the lowered body reads (SmoothL1's beta when beta > 0 in C)."""
     checked = op.check()
     names = []
-    if checked.divisor is not None:
-        names.append(level2.PARAMETER_N)
+    if checked.divisor is not None and checked.divisor is not spec.Divisor.TOTAL_WEIGHT:
+        names.append(level2.PARAMETER_N)  # total_weight is an input already
     for a in checked.op.attributes:
         value = checked.attrs[a.name]
         if a.kind is spec.AttrKind.FLOAT and float(checked.compute.dtype.type(value)) > (

@@ -38,6 +38,7 @@ from lossgrad_compiler.level2.analysis import (
 from lossgrad_compiler.level2.contract import (
     BODY_OPS,
     CLASS_OPS,
+    CONTRACT_INTEGER_PREDICATES,
     CONTRACT_PREDICATES,
     COUNT_OPS,
     FUNCTION_OPS,
@@ -73,6 +74,7 @@ __all__ = [
     "BODY_OPS",
     "CHECKS_ATTR",
     "CLASS_OPS",
+    "CONTRACT_INTEGER_PREDICATES",
     "CONTRACT_PREDICATES",
     "COUNT_OPS",
     "DIVISOR_ATTR",

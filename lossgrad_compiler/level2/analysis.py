@@ -421,6 +421,15 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
     )
     if narrowing is not None:
         _check_narrowing(narrowing, main)
+    if not op.has_classes:
+        for name, operand in zip(names, main.inputs, strict=True):
+            if not is_right_aligned(operand.index_map, main.loops):
+                raise Level2ContractError(
+                    main.op,
+                    f"'{name}': an elementwise operator's maps are right-aligned (dimension j "
+                    "of a rank-r operand on loop loops - r + j)",
+                    where,
+                )
     operands = tuple(
         Level2Operand(name, i, arguments[i], main.inputs[i], None) for i, name in enumerate(names)
     )

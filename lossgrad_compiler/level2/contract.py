@@ -143,6 +143,11 @@ CONTRACT_PREDICATES: frozenset[str] = frozenset(
 negations (`une`, `ule`, ...), which canonicalization may produce."""
 
 
+CONTRACT_INTEGER_PREDICATES: frozenset[str] = frozenset({"eq", "ne", "slt", "sle", "sgt", "sge"})
+"""The arith.cmpi predicates level 2 may hold: the signed comparisons of class indices that
+`lower-lossgrad` emits (eq, ne, sge, slt) and what canonicalization may turn them into."""
+
+
 def predicate_of(op: arith.CmpfOp) -> Predicate:
     return PREDICATES[arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]]
 

@@ -11,6 +11,7 @@ from lossgrad_compiler.dialects.lossgrad import element_float_type
 from lossgrad_compiler.level2.analysis import analyze_function, analyze_generic
 from lossgrad_compiler.level2.contract import (
     BODY_OPS,
+    CONTRACT_INTEGER_PREDICATES,
     CONTRACT_PREDICATES,
     FUNCTION_OPS,
     Level2ContractError,
@@ -54,6 +55,14 @@ def _verify_scalar(op: Operation, where: str) -> None:
         raise Level2ContractError(
             op, f"predicate '{predicate_of(op).name}' is not level 2 (one of {allowed})", where
         )
+    if isinstance(op, arith.CmpiOp):
+        name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        if name not in CONTRACT_INTEGER_PREDICATES:
+            allowed = ", ".join(sorted(CONTRACT_INTEGER_PREDICATES))
+            raise Level2ContractError(
+                op, f"predicate '{name}' is not level 2 (one of {allowed}: targets are signed)",
+                where,
+            )
     if isinstance(op, arith.ConstantOp):
         constant_value(op)
     for result in op.results:

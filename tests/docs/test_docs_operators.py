@@ -15,13 +15,29 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 
 ERROR_ROWS: list[tuple[str, type[errors.LossGradError]]] = [
     ("a required input is missing", errors.MissingInputError),
-    ("an element type outside the four float types", errors.ElementTypeError),
+    (
+        "an element type outside the four float types (a target of a classification operator "
+        "outside int64 and int32), or a classification operator's float input whose type is "
+        "not self's",
+        errors.ElementTypeError,
+    ),
     ("a rank above 8", errors.RankError),
     (
         "shapes that do not broadcast, or an input that would enlarge B where it must fit "
         "into it (grad_output of the KL operators and the binary cross entropies, target, "
         "weight, pos_weight)",
         errors.BroadcastError,
+    ),
+    (
+        "a classification operator's shapes outside the classes rule: self's rank, target "
+        "not self without its class dimension, weight not [C], grad_output not target's "
+        "shape (reduction none) or not one element, total_weight not one element",
+        errors.ClassShapeError,
+    ),
+    (
+        "a target outside [0, C) that is not ignore_index, on every path that runs with the "
+        "values (standard ONNX cannot: its graphs give such an element a zero gradient)",
+        errors.TargetValueError,
     ),
     (
         "an attribute of the wrong type, an unknown attribute, a reduction the operator does "
@@ -46,7 +62,10 @@ def _rows(header: str, rows: list[list[str]]) -> str:
 def result_table() -> str:
     rows = []
     for op in spec.OPERATORS.values():
-        if op.differentiates and op.sums_result:
+        if op.has_classes:
+            shape = "the shape of self"
+            element = "the element type of self (every float input has it)"
+        elif op.differentiates and op.sums_result:
             shape = f"the shape of {op.differentiates} (B summed back to it)"
             element = f"the element type of {op.differentiates}"
         elif op.differentiates:
@@ -73,20 +92,22 @@ def type_table() -> str:
 
 
 def reduction_table() -> str:
-    def n(reduction: spec.Reduction, self_rank: int) -> str:
-        divisor = spec.divisor_rule(reduction, self_rank)
+    def n(reduction: spec.Reduction, self_rank: int, op: spec.OperatorSpec | None = None) -> str:
+        divisor = spec.divisor_rule(reduction, self_rank, op)
         return "—" if divisor is None else divisor.value
+
+    classes = next(iter(spec.CLASS_OPERATORS.values()))
 
     ops = list(spec.OPERATORS.values())
     header = (
         "| reduction | aclnn code | "
         + " | ".join(op.name for op in ops)
-        + " | n when self has rank ≥ 1 | n when self is 0-d |"
+        + " | n when self has rank ≥ 1 | n when self is 0-d | n of the classification operators |"
     )
     rows = [
         [r.value, str(r.aclnn_code)]
         + ["yes" if r in op.reductions else "no" for op in ops]
-        + [n(r, 1), n(r, 0)]
+        + [n(r, 1), n(r, 0), n(r, 1, classes) if r in classes.reductions else "—"]
         for r in spec.Reduction
     ]
     return _rows(header, rows)

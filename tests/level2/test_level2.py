@@ -196,7 +196,7 @@ def test_a_predicate_outside_the_contract_is_rejected() -> None:
     assert err.argument == "'arith.cmpf'"
 
 
-def test_an_indexing_map_that_is_not_right_aligned_is_rejected() -> None:
+def test_an_indexing_map_that_reorders_the_loops_is_rejected() -> None:
     source = SL1.replace("tensor<?xf32>", "tensor<?x?xf32>")
     text = lowered_text(source)
     text = text.replace(
@@ -204,7 +204,23 @@ def test_an_indexing_map_that_is_not_right_aligned_is_rejected() -> None:
         "affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map",
         1,
     )
-    rejected(text, r"indexing map .* result 0 must be d0")
+    rejected(text, r"indexing map .* result 1 must be a loop after the ones before it")
+
+
+def test_an_elementwise_map_that_is_not_right_aligned_is_rejected() -> None:
+    """Order-preserving maps that skip loops belong to the classification operators; an
+    elementwise operator's backends read every map right-aligned."""
+    source = """
+func.func @f(%go: tensor<f32>, %x: tensor<?x?xf32>, %t: tensor<?xf32>) -> tensor<?x?xf32> {
+  %r = lossgrad.mse_loss_backward %go, %x, %t reduction = sum
+       : tensor<f32>, tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>
+  func.return %r : tensor<?x?xf32>
+}
+"""
+    text = lowered_text(source)
+    assert "affine_map<(d0, d1) -> (d1)>" in text
+    text = text.replace("affine_map<(d0, d1) -> (d1)>", "affine_map<(d0, d1) -> (d0)>", 1)
+    rejected(text, r"'target': an elementwise operator's maps are right-aligned")
 
 
 def test_a_summing_body_must_yield_the_accumulation() -> None:

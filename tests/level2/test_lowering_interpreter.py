@@ -34,7 +34,7 @@ from tests.helpers.cases import (
 from tests.helpers.modules import build_module
 from tests.helpers.tolerances import assert_close, bits
 
-OP_TYPES = tuple(spec.OPERATORS)
+OP_TYPES = tuple(spec.BROADCAST_OPERATORS)
 
 
 def run_lowered(case: Case, *, dynamic: bool) -> np.ndarray:

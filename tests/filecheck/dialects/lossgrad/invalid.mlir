@@ -133,3 +133,45 @@
 %dy, %x, %t = "test.op"() : () -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
 %g = lossgrad.binary_cross_entropy_backward %dy, %x, %t : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf64>
 // CHECK: BinaryCrossEntropyBackward: result: type must be tensor<2x3xf32> (derived from the operands), got tensor<2x3xf64> [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw = "test.op"() : () -> (tensor<f32>, tensor<4x5xf32>, tensor<4xf32>, tensor<f32>)
+%g = lossgrad.nll_loss_backward %dy, %x, %t, %tw : tensor<f32>, tensor<4x5xf32>, tensor<4xf32>, tensor<f32> -> tensor<4x5xf32>
+// CHECK: NLLLossBackward: target: element type must be one of int64, int32, got f32 [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw = "test.op"() : () -> (tensor<f32>, tensor<4x5xf32>, tensor<3xi64>, tensor<f32>)
+%g = lossgrad.nll_loss_backward %dy, %x, %t, %tw : tensor<f32>, tensor<4x5xf32>, tensor<3xi64>, tensor<f32> -> tensor<4x5xf32>
+// CHECK: NLLLossBackward: target: shape [3] must be [4] (self without dimension 1) for self [4, 5] [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw, %w = "test.op"() : () -> (tensor<f32>, tensor<4x5xf32>, tensor<4xi64>, tensor<f32>, tensor<5xf16>)
+%g = lossgrad.nll_loss_backward %dy, %x, %t, %tw weight %w : tensor<f32>, tensor<4x5xf32>, tensor<4xi64>, tensor<f32>, tensor<5xf16> -> tensor<4x5xf32>
+// CHECK: NLLLossBackward: weight: element type must be self's (float32), got float16 [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw = "test.op"() : () -> (tensor<4xf32>, tensor<4x5xf32>, tensor<4xi64>, tensor<f32>)
+%g = lossgrad.nll_loss_backward %dy, %x, %t, %tw reduction = sum : tensor<4xf32>, tensor<4x5xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x5xf32>
+// CHECK: NLLLossBackward: grad_output: shape [4] must be one element for self [4, 5] [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw = "test.op"() : () -> (tensor<f32>, tensor<4x5x2xf32>, tensor<4x2xi64>, tensor<f32>)
+%g = lossgrad.nll_loss_backward %dy, %x, %t, %tw : tensor<f32>, tensor<4x5x2xf32>, tensor<4x2xi64>, tensor<f32> -> tensor<4x5x2xf32>
+// CHECK: NLLLossBackward: self: shape [4, 5, 2] must be rank 2 or rank 1 for self [4, 5, 2] [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw = "test.op"() : () -> (tensor<f32>, tensor<2x4x3x3xf32>, tensor<2x3x3xi64>, tensor<2xf32>)
+%g = lossgrad.nll_loss2d_backward %dy, %x, %t, %tw : tensor<f32>, tensor<2x4x3x3xf32>, tensor<2x3x3xi64>, tensor<2xf32> -> tensor<2x4x3x3xf32>
+// CHECK: NLLLoss2dBackward: total_weight: shape [2] must be one element for self [2, 4, 3, 3] [aclnn 161002 ACLNN_ERR_PARAM_INVALID]
+
+// -----
+
+%dy, %x, %t, %tw = "test.op"() : () -> (tensor<f32>, tensor<4x5xf32>, tensor<4xui64>, tensor<f32>)
+%g = lossgrad.nll_loss_backward %dy, %x, %t, %tw : tensor<f32>, tensor<4x5xf32>, tensor<4xui64>, tensor<f32> -> tensor<4x5xf32>
+// CHECK: NLLLossBackward: target: element type must be one of int64, int32, got ui64 [aclnn 161002 ACLNN_ERR_PARAM_INVALID]

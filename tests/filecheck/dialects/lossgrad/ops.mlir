@@ -113,3 +113,19 @@ func.func @bce_logits_both(%dy: tensor<2x3xf32>, %x: tensor<2x3xf32>, %t: tensor
 }
 // CHECK-LABEL: func.func @bce_logits_both(
 // CHECK:         lossgrad.binary_cross_entropy_with_logits_backward %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} pos_weight %{{.*}} reduction = none : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+
+func.func @nll_weight_ignore(%dy: tensor<f32>, %x: tensor<?x5xf32>, %t: tensor<?xi64>, %tw: tensor<f32>, %w: tensor<5xf32>) -> tensor<?x5xf32> {
+  %g = lossgrad.nll_loss_backward %dy, %x, %t, %tw weight %w ignore_index = -3 : tensor<f32>, tensor<?x5xf32>, tensor<?xi64>, tensor<f32>, tensor<5xf32> -> tensor<?x5xf32>
+  func.return %g : tensor<?x5xf32>
+}
+// CHECK-LABEL: func.func @nll_weight_ignore(
+// CHECK:         lossgrad.nll_loss_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} ignore_index = -3 : tensor<f32>, tensor<?x5xf32>, tensor<?xi64>, tensor<f32>, tensor<5xf32> -> tensor<?x5xf32>
+// GENERIC:       "lossgrad.nll_loss_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{ignore_index = -3 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>, reduction = #lossgrad<reduction mean>}>
+
+func.func @nll2d_none(%dy: tensor<2x3x3xf16>, %x: tensor<2x4x3x3xf16>, %t: tensor<2x3x3xi32>, %tw: tensor<1xf16>) -> tensor<2x4x3x3xf16> {
+  %g = lossgrad.nll_loss2d_backward %dy, %x, %t, %tw reduction = none : tensor<2x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x3x3xi32>, tensor<1xf16> -> tensor<2x4x3x3xf16>
+  func.return %g : tensor<2x4x3x3xf16>
+}
+// CHECK-LABEL: func.func @nll2d_none(
+// CHECK:         lossgrad.nll_loss2d_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} reduction = none : tensor<2x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x3x3xi32>, tensor<1xf16> -> tensor<2x4x3x3xf16>
+// GENERIC:       "lossgrad.nll_loss2d_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{reduction = #lossgrad<reduction none>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>, ignore_index = -100 : i64}>

@@ -1,0 +1,107 @@
+"""The level-2 layer for the classification operators (docs/level2.md, "Beyond
+elementwise"): the verifier accepts what lower-lossgrad emits for them and rejects each
+new rule's violation; the analysis reports the class-index operand and the target check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects import arith
+
+from lossgrad_compiler import level2, spec
+from lossgrad_compiler.context import make_context, parse_module
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
+from tests.helpers.class_cases import CLASS_OP_TYPES, class_case_module, class_cases
+
+NLL = """
+func.func @f(%g: tensor<f32>, %x: tensor<?x?xf32>, %t: tensor<?xi32>, %tw: tensor<f32>,
+             %w: tensor<?xf32>) -> tensor<?x?xf32> {
+  %r = lossgrad.nll_loss_backward %g, %x, %t, %tw weight %w ignore_index = 1
+       : tensor<f32>, tensor<?x?xf32>, tensor<?xi32>, tensor<f32>, tensor<?xf32> -> tensor<?x?xf32>
+  func.return %r : tensor<?x?xf32>
+}
+"""
+
+
+def lowered_text(source: str = NLL) -> str:
+    module = parse_module(source)
+    LowerLossgradPass().apply(make_context(), module)
+    return str(module)
+
+
+def rejected(text: str, match: str) -> None:
+    module = parse_module(text, verify=False)
+    with pytest.raises(level2.Level2ContractError, match=match):
+        level2.verify_level2(module)
+
+
+@pytest.mark.parametrize("runtime_parameters", [False, True], ids=["constants", "parameters"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
+def test_every_lowered_classification_signature_is_level2(
+    op_type: str, dynamic: bool, runtime_parameters: bool
+) -> None:
+    for dtype in (np.float32, np.float16):
+        for case in class_cases(op_type, dtype)[::2]:
+            module = class_case_module(case, dynamic=dynamic)
+            LowerLossgradPass(runtime_parameters=runtime_parameters).apply(make_context(), module)
+            level2.verify_level2(module)
+            function = level2.analyze_function(module.ops.first)  # type: ignore[arg-type]
+            assert function.parameters == {}  # total_weight is an input, not a parameter n
+            assert [c.rule for c in function.checks] == ["target_range"]
+
+
+def test_the_analysis_reports_the_class_index_and_the_check() -> None:
+    module = parse_module(lowered_text())
+    function = level2.analyze_function(module.ops.first)  # type: ignore[arg-type]
+    target = function.operand("target")
+    assert target is not None and target.is_class_index and target.storage is spec.INT32
+    assert isinstance(target.widening, arith.ExtSIOp)  # i32 is read as i64
+    assert target.generic.index_map == (0,)  # the row loop, not right-aligned
+    weight = function.operand("weight")
+    assert weight is not None and weight.generic.index_map == (1,)  # the class loop
+    assert function.scale is None  # the body divides by the total_weight operand
+    (check,) = function.checks
+    assert (check.rule, check.result_index, check.inputs) == ("target_range", 1, ("target",))
+    assert check.generic.accumulation is not None
+    assert isinstance(check.generic.accumulation.add, arith.AddiOp)
+
+
+def test_a_check_the_function_does_not_return_is_rejected() -> None:
+    text = lowered_text()
+    text = text.replace("func.return %r, %bad_targets : tensor<?x?xf32>, tensor<i64>",
+                        "func.return %r : tensor<?x?xf32>")
+    text = text.replace("-> (tensor<?x?xf32>, tensor<i64>)", "-> tensor<?x?xf32>")
+    rejected(text, "returns exactly the gradient and 1 check count")
+
+
+def test_a_check_is_an_i64_count() -> None:
+    text = lowered_text().replace('lossgrad.checks = ["target_range"]', "lossgrad.checks = 3")
+    rejected(text, "'lossgrad.checks' must be an array of strings")
+
+
+def test_a_check_must_read_function_inputs() -> None:
+    text = lowered_text()
+    zero = "    %zero = arith.constant 0 : i64"
+    text = text.replace("ins(%t : tensor<?xi32>) outs(", "ins(%e : tensor<?xi32>) outs(")
+    text = text.replace(zero, zero + "\n    %e = tensor.empty(%dim) : tensor<?xi32>")
+    rejected(text, "a check \\('target_range'\\) reads function inputs")
+
+
+def test_an_integer_type_that_is_no_class_index_is_rejected() -> None:
+    text = lowered_text().replace("i32", "i16")
+    rejected(text, "operand type tensor<\\?xi16> is not a tensor of a level-2 float")
+
+
+def test_a_summing_check_must_add_integers() -> None:
+    text = lowered_text()
+    lines = text.splitlines()
+    k = next(i for i, line in enumerate(lines) if "arith.addi" in line)
+    lines[k] = lines[k].replace("arith.addi", "arith.muli")
+    rejected("\n".join(lines), "a summing body yields `arith.addi %acc, %v`")
+
+
+def test_an_unsigned_comparison_of_targets_is_rejected() -> None:
+    """A negative target is a bad one; an unsigned comparison would call it a large class."""
+    text = lowered_text().replace("arith.cmpi slt", "arith.cmpi ult", 1)
+    rejected(text, "predicate 'ult' is not level 2")
