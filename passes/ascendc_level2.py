@@ -9,10 +9,12 @@ body came from, so its structure is read with `level2.analyze_generic` alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func
 from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.ir import Operation
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from lossgrad_compiler import level2, spec
@@ -26,6 +28,7 @@ class KernelSource:
     main: level2.Level2Generic
     narrowing: GenericOp | None  # the truncf-only generic after a sum, if any
     names: tuple[str, ...] = spec.INPUT_NAMES  # each input's name (the kernel's parameters)
+    checks: tuple[level2.Level2Check, ...] = ()  # value checks returned after the result
 
 
 def kernel_source(function: func.FuncOp) -> KernelSource | None:
@@ -44,7 +47,9 @@ def kernel_source(function: func.FuncOp) -> KernelSource | None:
                 "the Ascend C backend: its tiling function computes n from the shapes and each "
                 "project compiles its attributes in; lower without runtime_parameters",
             )
-        return KernelSource(analysed.main, analysed.narrowing, analysed.input_names)
+        return KernelSource(
+            analysed.main, analysed.narrowing, analysed.input_names, analysed.checks
+        )
     return _without_identity(generics)
 
 
@@ -82,3 +87,30 @@ def affine_map(index_map: level2.IndexMap, loops: int) -> AffineMap:
         AffineConstantExpr(0) if loop is None else AffineDimExpr(loop) for loop in index_map
     ]
     return AffineMap(loops, 0, tuple(results))
+
+
+HOST_CHECKS = ("target_range",)
+"""The value checks the aclnn wrapper counts from the input's values (host_checks.py)."""
+
+
+def untranslated_constructs(
+    source: KernelSource,
+    translatable: Callable[[Operation], bool],
+    host_checks: tuple[str, ...] = HOST_CHECKS,
+) -> list[tuple[str, str]]:
+    """(construct, description) for each level-2 construct of `source` the Ascend C rules do
+    not express, in the order a reader meets them: body ops without a rule (`translatable`
+    is the rules' test) and value checks returned after the result that the aclnn wrapper
+    does not count (`host_checks`)."""
+    main = source.main
+    found: list[tuple[str, str]] = []
+    for op_name in sorted({op.name for op in main.body_ops if not translatable(op)}):
+        found.append((op_name, op_name))
+    for check in source.checks:
+        if check.rule not in host_checks:
+            found.append((
+                f"check {check.rule}",
+                f"the value check {check.rule} (a count the host must read back before it "
+                "returns)",
+            ))  # fmt: skip
+    return found

@@ -16,8 +16,14 @@ the elementwise `linalg.generic` becomes
 
 The host scalars (the scale's `tensor.dim`/`arith` chain) stay in the function: the tiling
 function evaluates them from the iteration shape through the launch's indexing maps.
+A body with an integer class-index operand, `linalg.index` or a map that is not
+right-aligned (the classification operators) becomes an element kernel instead
+(ascendc_element_kernel.py: scalar code per output element, no BroadcastTo on the host). A
+value check returned after the result (the target check) stays in the function: the aclnn
+wrapper counts it from the input's values before it launches anything.
 IR outside docs/level2.md raises Level2ContractError; float64, which the vector units
-cannot compute, raises UnsupportedByBackendError.
+cannot compute, raises UnsupportedByBackendError, and so does any construct without a rule
+(a body op, a value check the wrapper does not count): the error names each one.
 """
 
 from __future__ import annotations
@@ -50,7 +56,18 @@ from lossgrad_compiler.passes.ascendc_body_rules import (
     Tile,
     Value,
 )
-from lossgrad_compiler.passes.ascendc_level2 import KernelSource, affine_map, kernel_source
+from lossgrad_compiler.passes.ascendc_element_kernel import (
+    ELEMENT_OPS,
+    build_element_kernel,
+    needs_elements,
+)
+from lossgrad_compiler.passes.ascendc_level2 import (
+    HOST_CHECKS,
+    KernelSource,
+    affine_map,
+    kernel_source,
+    untranslated_constructs,
+)
 
 OUTPUT_NAME = "out"
 DATA_COPY_BYTES = 32  # DataCopy moves whole 32-byte blocks
@@ -95,10 +112,32 @@ def convert_function(function: func.FuncOp) -> None:
             "float64 is not supported by the Ascend C backend (its vector units have no fp64 "
             "arithmetic); use the onnx or ort target",
         )
+    elements = needs_elements(source.main)
+    _refuse_untranslated(source, where, elements)
     kernel_name = f"{where}_kernel"
-    kernel = build_kernel(source, kernel_name, where)
+    if elements:
+        kernel = build_element_kernel(source, kernel_name, OUTPUT_NAME, where)
+    else:
+        kernel = build_kernel(source, kernel_name, where)
     function.parent_block().insert_op_after(kernel, function)
-    _rewrite_host(source, kernel_name)
+    _rewrite_host(source, kernel_name, broadcast=not elements)
+
+
+def _refuse_untranslated(source: KernelSource, where: str, elements: bool) -> None:
+    """A valid function whose constructs have no Ascend C rule is refused by naming them
+    (the first one is the error's construct), never half translated: body ops without a
+    tile rule (or, in the element form, without an element rule), and value checks the
+    aclnn wrapper does not count (ascendc_level2.HOST_CHECKS)."""
+    rules = ELEMENT_OPS if elements else AscendcBodyRules.RULES
+    found = untranslated_constructs(source, lambda op: type(op) in rules, HOST_CHECKS)
+    if found:
+        raise UnsupportedByBackendError(
+            where,
+            found[0][0],
+            f"the Ascend C backend has no {'element' if elements else 'tile'} rule for "
+            + "; ".join(description for _, description in found)
+            + "; use the onnx or ort target",
+        )
 
 
 def _static_numel(source: KernelSource) -> int | None:
@@ -207,7 +246,7 @@ def _write_result(rules: AscendcBodyRules, value: Value, out_tile: SSAValue) -> 
 # --------------------------------------------------------------------------- host graph
 
 
-def _rewrite_host(source: KernelSource, kernel_name: str) -> None:
+def _rewrite_host(source: KernelSource, kernel_name: str, broadcast: bool = True) -> None:
     main = source.main
     builder = Builder(InsertPoint.before(main.op))
     sizes: list[SSAValue] = []
@@ -223,7 +262,7 @@ def _rewrite_host(source: KernelSource, kernel_name: str) -> None:
     inputs: list[SSAValue] = []
     for operand in main.inputs:
         value = operand.value
-        if operand.reads and _needs_broadcast(operand, main.loops):
+        if broadcast and operand.reads and _needs_broadcast(operand, main.loops):
             target = TensorType(operand.block_arg.type, shape)
             value = builder.insert(asc.BroadcastToOp(value, sizes, target)).result
         inputs.append(value)

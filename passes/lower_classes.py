@@ -12,7 +12,7 @@ that count after the gradient (`lossgrad.checks`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -60,10 +60,17 @@ def _narrower(element: spec.FloatType | spec.IndexType, compute: spec.FloatType)
 class ClassLowering:
     """The level-2 ops replacing one classification op (before it, in order)."""
 
-    def __init__(self, op: LossGradOp, formula: ClassFormula, bad_target: BadTarget) -> None:
+    def __init__(
+        self,
+        op: LossGradOp,
+        formula: ClassFormula,
+        bad_target: BadTarget,
+        parameters: Mapping[str, SSAValue] | None = None,
+    ) -> None:
         self.op = op
         self.formula = formula
         self.bad_target = bad_target
+        self.parameters = dict(parameters or {})  # ignore_index as a function argument
         self.inputs = op.input_values()
         self.checked = op.check()
         self.compute = self.checked.compute
@@ -215,7 +222,9 @@ class ClassLowering:
     def build(self) -> tuple[SSAValue, SSAValue]:
         """Append the replacement ops; return (the gradient, the target check's count)."""
         classes = self.classes()
-        ignore = self.outer.integer_constant(int(self.checked.attrs["ignore_index"]))
-        ignore.name_hint = "ignore_index"
+        ignore = self.parameters.get("ignore_index")
+        if ignore is None:
+            ignore = self.outer.integer_constant(int(self.checked.attrs["ignore_index"]))
+            ignore.name_hint = "ignore_index"
         return self.gradient(classes, ignore), self.status(classes, ignore)
 

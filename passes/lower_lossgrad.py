@@ -525,7 +525,9 @@ class LowerLossgradOp(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LossGradOp, rewriter: PatternRewriter) -> None:
         if op.SPEC.has_classes:
-            classes = ClassLowering(op, CLASS_FORMULAS[op.SPEC.name], bad_target)
+            classes = ClassLowering(
+                op, CLASS_FORMULAS[op.SPEC.name], bad_target, self.parameters.get(op)
+            )
             grad, status = classes.build()
             rewriter.replace(op, classes.ops, [grad])
             return_status(status)
@@ -591,15 +593,18 @@ def mark_functions(module: ModuleOp) -> dict[func.FuncOp, LossGradOp]:
 
 
 def runtime_parameter_names(op: LossGradOp) -> list[str]:
-    """The run-time parameters of an op: n where its reduction scales, and each FLOAT
-    attribute whose value the lowered body reads (SmoothL1's beta when beta > 0 in C)."""
+    """The run-time parameters of an op: n where its reduction scales by a count, each FLOAT
+    attribute whose value the lowered body reads (SmoothL1's beta when beta > 0 in C), and
+    each INT attribute that may take any value (ignore_index)."""
     checked = op.check()
     names = []
     if checked.divisor is not None and checked.divisor is not spec.Divisor.TOTAL_WEIGHT:
         names.append(level2.PARAMETER_N)  # total_weight is an input already
     for a in checked.op.attributes:
         value = checked.attrs[a.name]
-        if a.kind is spec.AttrKind.FLOAT and float(checked.compute.dtype.type(value)) > (
+        if a.kind is spec.AttrKind.INT and a.choices is None:
+            names.append(a.name)  # ignore_index: any int, so one body serves every value
+        elif a.kind is spec.AttrKind.FLOAT and float(checked.compute.dtype.type(value)) > (
             a.minimum or 0.0
         ):  # SmoothL1's beta only in its division form; a value that rounds to 0 is a constant
             names.append(a.name)

@@ -10,6 +10,8 @@ Split by level, each module one layer of the model:
   scalars as block arguments, declares UB queues (TQue, VECIN/VECOUT, with depth and
   buffer count) and calc buffers (TBuf), reads one-element inputs as scalars, and ends in
   a `tile_loop` whose three stages are CopyIn, Compute and CopyOut;
+* `elements`: a Compute-stage loop over the output tile's elements with scalar code, for
+  bodies the tile rules do not express (class-index operands, `linalg.index`);
 * `vector`: the vector instructions, in destination passing style as in Ascend C:
   `ascendc.mul %dst, %a, %b, %count`.
 
@@ -35,6 +37,13 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
+from lossgrad_compiler.dialects.ascendc.elements import (
+    ELEMENT_OPS,
+    ElementLoopOp,
+    PositionOp,
+    ReadElementOp,
+    StoreElementOp,
+)
 from lossgrad_compiler.dialects.ascendc.host import (
     BroadcastToOp,
     LaunchOp,
@@ -74,6 +83,7 @@ from lossgrad_compiler.dialects.ascendc.types import (
     RoundMode,
     RoundModeAttr,
     element_bits,
+    is_index_element,
     is_mask_type,
     tile_bytes,
 )
@@ -111,7 +121,7 @@ Ascendc = Dialect(
         KernelOp, TileLoopOp, QueueOp, TBufOp, TempOp, GetOp,
         AllocOp, EnqueOp, DequeOp, FreeOp,
         CopyInOp, CopyOutOp, GetValueOp, ReadLocalOp, AlignUpOp, TileLengthOp,
-        *VECTOR_OPS,
+        *VECTOR_OPS, *ELEMENT_OPS,
     ],
     [
         GlobalTensorType, LocalTensorType, QueueType, CalcBufferType,
@@ -121,6 +131,7 @@ Ascendc = Dialect(
 
 __all__ = [
     "CAST_MODES",
+    "ELEMENT_OPS",
     "VECTOR_OPS",
     "AbsOp",
     "AddOp",
@@ -141,6 +152,7 @@ __all__ = [
     "DequeOp",
     "DivOp",
     "DuplicateOp",
+    "ElementLoopOp",
     "EnqueOp",
     "ExpOp",
     "FreeOp",
@@ -159,8 +171,10 @@ __all__ = [
     "MulsOp",
     "Position",
     "PositionAttr",
+    "PositionOp",
     "QueueOp",
     "QueueType",
+    "ReadElementOp",
     "ReadLocalOp",
     "ReduceSumOp",
     "RoundMode",
@@ -168,6 +182,7 @@ __all__ = [
     "ScalarVectorOp",
     "SelectOp",
     "SelectsOp",
+    "StoreElementOp",
     "SubOp",
     "TBufOp",
     "TempOp",
@@ -177,6 +192,7 @@ __all__ = [
     "UnaryVectorOp",
     "VectorOp",
     "element_bits",
+    "is_index_element",
     "is_mask_type",
     "reduce_map_dim",
     "stage_of",

@@ -66,11 +66,22 @@ class _ElementTyped(ParametrizedAttribute, TypeAttribute):
         raise VerifyException(f"{self.name} element type must be one of {allowed}, got {element}")
 
 
+def is_index_element(element: Attribute) -> bool:
+    """i64 or i32: a class-index tensor in GM (read element by element, never tiled)."""
+    return isinstance(element, IntegerType) and element.width.data in (32, 64)
+
+
 @irdl_attr_definition
 class GlobalTensorType(_ElementTyped):
-    """A GlobalTensor<T>: a tensor in global memory (GM), addressed by element offset."""
+    """A GlobalTensor<T>: a tensor in global memory (GM), addressed by element offset; i64
+    and i32 hold class indices, which a kernel reads with GetValue only."""
 
     name = "ascendc.gm"
+
+    def verify(self) -> None:
+        if is_index_element(self.element_type):
+            return
+        super().verify()
 
 
 @irdl_attr_definition

@@ -3,8 +3,10 @@
 
 Every call is checked by the pipeline before anything is compiled (errors carry the aclnn
 codes); the module of their signatures is built by backends/iree (cached) and run by
-runtime/iree. IREE's CPU runtime flushes subnormal inputs and results to zero (its worker
-threads set FTZ/DAZ); everything else follows docs/operators.md."""
+runtime/iree. A classification call whose target holds a value outside [0, C) that is not
+ignore_index raises TARGET_RANGE (161002) from the module's count of bad targets, as
+reference.evaluate does. IREE's CPU runtime flushes subnormal inputs and results to zero
+(its worker threads set FTZ/DAZ); everything else follows docs/operators.md."""
 
 from __future__ import annotations
 

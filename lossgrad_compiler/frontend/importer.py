@@ -37,6 +37,7 @@ from lossgrad_compiler.onnx.attributes import attribute_values
 from lossgrad_compiler.onnx.inference import input_name
 from lossgrad_compiler.onnx.node_errors import located
 from lossgrad_compiler.onnx.opsets import check_opset_imports
+from lossgrad_compiler.onnx.placeholders import fill_unknown
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 from lossgrad_compiler.onnx.type_protos import tensor_info
 
@@ -115,11 +116,10 @@ def check_node(
         untyped: list[tuple[str, str]] = []
         for i, value in enumerate(node.input):
             name = input_name(op, i)
-            info = tensor_info(types.get(value)) if value else None
-            if value and info is None:
+            infos[name] = tensor_info(types.get(value)) if value else None
+            if value and infos[name] is None:
                 untyped.append((name, value))
-                info = spec.TensorInfo(spec.FLOAT32, None)
-            infos[name] = info
+        infos = fill_unknown(op, infos, {name: None for name, _ in untyped})
         call = spec.validate(op.name, infos, attrs)
         if untyped:  # after spec.validate, so that a missing input is reported first
             name, value = untyped[0]

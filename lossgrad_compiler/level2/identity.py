@@ -48,9 +48,12 @@ raises that rule's error when a count is not 0."""
 
 PARAMETER_N = "n"
 """Run-time parameter: the divisor n of the reduction scale 1/n (an `index`)."""
-PARAMETER_TYPES: dict[str, Attribute] = {PARAMETER_N: IndexType()}
+PARAMETER_IGNORE_INDEX = "ignore_index"
+"""Run-time parameter: the classification operators' ignore_index (an `i64`)."""
+PARAMETER_TYPES: dict[str, Attribute] = {PARAMETER_N: IndexType(), PARAMETER_IGNORE_INDEX: i64}
 """The type of every run-time parameter; float attributes travel as f64 (ONNX's float
-widened exactly), named after the attribute."""
+widened exactly), named after the attribute; an INT attribute of any value (ignore_index)
+as i64."""
 
 
 def identity_attributes(

@@ -15,6 +15,7 @@ from onnx import FunctionProto, GraphProto, ModelProto, NodeProto, ValueInfoProt
 from lossgrad_compiler import spec
 from lossgrad_compiler.onnx.attributes import attribute_protos
 from lossgrad_compiler.onnx.graphs import deep_nodes
+from lossgrad_compiler.onnx.placeholders import placeholder
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 from lossgrad_compiler.onnx.type_protos import onnx_elem_type, shape_of
 
@@ -65,8 +66,8 @@ def make_node(
     else:
         by_name = {_input_name(op, i): value for i, value in enumerate(inputs)}
     # Types and shapes are not known here: spec checks the inputs' presence and the attributes.
-    unknown = spec.TensorInfo(spec.FLOAT32, None)
-    call = spec.validate(op.name, {k: unknown if v else None for k, v in by_name.items()}, attrs)
+    infos = {k: placeholder(op, k, None, {}) if v else None for k, v in by_name.items()}
+    call = spec.validate(op.name, infos, attrs)
     names = [by_name.get(n) or "" for n in op.input_names]
     while names and not names[-1]:
         names.pop()

@@ -21,12 +21,10 @@ from lossgrad_compiler.onnx.graphs import attribute_graphs
 from lossgrad_compiler.onnx.inference import input_name, types_only
 from lossgrad_compiler.onnx.node_errors import located
 from lossgrad_compiler.onnx.opsets import check_opset_imports
+from lossgrad_compiler.onnx.placeholders import fill_unknown
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 from lossgrad_compiler.onnx.structure import unproduced_function_output
 from lossgrad_compiler.onnx.type_protos import tensor_info
-
-# Stands in for an input whose type is not known (yet): spec then checks only the rest.
-_UNKNOWN = spec.TensorInfo(spec.FLOAT32, None)
 
 
 def validate_node(
@@ -36,16 +34,19 @@ def validate_node(
     path in the model, when given).
 
     `value_types` maps value names to their TypeProtos; an input missing from it is validated
-    as a float32 of unknown rank. Attributes are read strictly (attributes_from_protos)."""
+    as a placeholder of unknown rank (onnx/placeholders.py: float32, or int64 for a target of
+    class indices). Attributes are read strictly (attributes_from_protos)."""
     try:
         op = spec.operator(node.op_type)
         attrs = attribute_values(op.name, node.attribute)
         infos: dict[str, spec.TensorInfo | None] = {}
+        unknown: dict[str, spec.Shape | None] = {}
         for i, value in enumerate(node.input):
-            infos[input_name(op, i)] = (
-                (tensor_info(value_types.get(value)) or _UNKNOWN) if value else None
-            )
-        return spec.validate(op.name, infos, attrs)
+            name = input_name(op, i)
+            infos[name] = tensor_info(value_types.get(value)) if value else None
+            if value and infos[name] is None:
+                unknown[name] = None
+        return spec.validate(op.name, fill_unknown(op, infos, unknown), attrs)
     except LossGradError as err:
         raise located(err, node.name if location is None else location) from None
 

@@ -21,6 +21,7 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.onnx.attributes import attribute_values
 from lossgrad_compiler.onnx.node_errors import located
+from lossgrad_compiler.onnx.placeholders import fill_unknown
 from lossgrad_compiler.onnx.type_protos import shape_of, tensor_info, tensor_type
 
 # onnx's display name of a node: "node KlDivBackward[ai.lossgrad] (name)"; the name is optional.
@@ -93,19 +94,18 @@ def _input_infos(
     op: spec.OperatorSpec, ctx: Any
 ) -> tuple[dict[str, spec.TensorInfo | None], set[str]]:
     """Each input's TensorInfo by spec's input name (extra inputs as 'input <i>'), and the names
-    whose element type is unknown: those are validated as float32, their result left untyped."""
+    whose element type is unknown: those are validated as a placeholder (onnx/placeholders.py),
+    their result left untyped."""
     infos: dict[str, spec.TensorInfo | None] = {}
-    unknown: set[str] = set()
+    unknown: dict[str, spec.Shape | None] = {}
     for i in range(ctx.get_num_inputs()):
         name = input_name(op, i)
         if not ctx.has_input(i):
             infos[name] = None
             continue
         type_proto: TypeProto | None = ctx.get_input_type(i)
-        info = tensor_info(type_proto)
-        if info is None:
-            unknown.add(name)
+        infos[name] = tensor_info(type_proto)
+        if infos[name] is None:
             known_tensor = type_proto is not None and type_proto.HasField("tensor_type")
-            info = spec.TensorInfo(spec.FLOAT32, shape_of(type_proto) if known_tensor else None)
-        infos[name] = info
-    return infos, unknown
+            unknown[name] = shape_of(type_proto) if known_tensor else None
+    return fill_unknown(op, infos, unknown), set(unknown)

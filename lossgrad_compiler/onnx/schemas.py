@@ -15,10 +15,31 @@ from lossgrad_compiler.onnx.inference import inference_function
 _GRAD_OUTPUT_DOC = "Gradient of the loss; broadcasts to the iteration shape."
 
 
+CLASS_FLOAT_PARAM = "T"
+"""A classification operator's type parameter of every float input and the result: all of
+self's type (spec.check_same_types)."""
+CLASS_INDEX_PARAM = "Tind"
+"""A classification operator's type parameter of its class-index input (int64 or int32)."""
+
+
 def type_params(op: spec.OperatorSpec) -> dict[str, str]:
-    """One type parameter per input, by input name (mixed element types are allowed):
-    T0, T1, ... in input order."""
+    """The type parameter of each input, by input name: for the elementwise operators one per
+    input (mixed element types are allowed), T0, T1, ... in input order; for the
+    classification operators T for the float inputs and Tind for the class indices."""
+    if op.has_classes:
+        return {
+            i.name: CLASS_INDEX_PARAM if i.kind is spec.InputKind.CLASS_INDEX else CLASS_FLOAT_PARAM
+            for i in op.inputs
+        }
     return {i.name: f"T{k}" for k, i in enumerate(op.inputs)}
+
+
+def _allowed(param_kind: spec.InputKind) -> tuple[list[str], str]:
+    """A type constraint's ONNX type strings and its description."""
+    types: tuple[spec.FloatType | spec.IndexType, ...] = (
+        spec.INDEX_TYPES if param_kind is spec.InputKind.CLASS_INDEX else spec.FLOAT_TYPES
+    )
+    return [t.onnx_type_str for t in types], ", ".join(t.name for t in types)
 
 
 def promoted_type_param(op: spec.OperatorSpec) -> str:
@@ -32,11 +53,8 @@ def build_schema(op: spec.OperatorSpec) -> OpSchema:
     at the ai.lossgrad version that introduced it."""
     params = type_params(op)
     result_param = params.get(op.differentiates, promoted_type_param(op))
-    all_params = [*params.values()]
-    if result_param not in all_params:
-        all_params.append(result_param)
-    float_types = [t.onnx_type_str for t in spec.FLOAT_TYPES]
-    allowed = ", ".join(t.name for t in spec.FLOAT_TYPES)
+    kinds = {params[i.name]: i.kind for i in op.inputs}
+    kinds.setdefault(result_param, spec.InputKind.FLOAT)
     schema = OpSchema(
         op.name,
         spec.DOMAIN,
@@ -44,7 +62,7 @@ def build_schema(op: spec.OperatorSpec) -> OpSchema:
         doc=_doc(op),
         inputs=[_formal_parameter(i, params[i.name]) for i in op.inputs],
         outputs=[OpSchema.FormalParameter(op.output, result_param, _output_doc(op))],
-        type_constraints=[(p, float_types, allowed) for p in all_params],
+        type_constraints=[(p, *_allowed(kind)) for p, kind in kinds.items()],
         attributes=[
             OpSchema.Attribute(a.name, attribute_proto(a, a.default), f"{a.doc} Valid: {a.rule()}.")
             for a in op.attributes

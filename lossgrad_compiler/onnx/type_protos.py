@@ -57,16 +57,19 @@ def tensor_info(type_proto: TypeProto | None) -> spec.TensorInfo | None:
 
 
 def tensor_type(elem: Any, shape: spec.Shape | None) -> TypeProto:
-    """A tensor TypeProto; `elem` is anything spec.float_type accepts, or an ONNX code;
+    """A tensor TypeProto; `elem` is anything onnx_elem_type accepts;
     `shape` None leaves the rank unknown."""
     return helper.make_tensor_type_proto(onnx_elem_type(elem), None if shape is None else shape)
 
 
 def onnx_elem_type(elem: Any) -> int:
-    """The ONNX element type code for a FloatType, a name, a numpy dtype or an ONNX code."""
+    """The ONNX element type code for a FloatType or an IndexType, a name, a numpy dtype or
+    an ONNX code."""
     found = spec.float_type(elem)
     if found is not None:
         return found.onnx
+    if isinstance(elem, spec.IndexType):
+        return elem.onnx
     if isinstance(elem, int) and not isinstance(elem, bool):
         return elem
     return helper.np_dtype_to_tensor_dtype(np.dtype(elem))

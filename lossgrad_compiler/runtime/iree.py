@@ -6,6 +6,8 @@ IREE checks static sizes and ranks but not that dynamic sizes agree, so every fu
 IREE target exports compares them before it computes (backends/iree/guards.py): a module
 run through `load` or `session` refuses a mismatch with the same error instead of reading
 past a buffer.
+A target outside [0, C) of a classification node raises TARGET_RANGE (161002) the same way:
+the compiled module returns the count, which both `load` and `session` read.
 IREE's CPU runtime flushes subnormal inputs and results to zero (its worker threads set
 FTZ/DAZ); everything else follows docs/operators.md."""
 
@@ -19,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.backends.iree.checks import CHECKS_KEY, FunctionChecks
+from lossgrad_compiler.backends.iree.model_checks import raise_failed
 from lossgrad_compiler.backends.iree.options import iree_module
 from lossgrad_compiler.backends.iree.whole_model import INTERFACE_KEY, ModelInterface
 from lossgrad_compiler.errors import BroadcastError
@@ -37,6 +41,7 @@ class LoadedModule:
         self.context = rt.SystemContext(config=self.config)
         self.context.add_vm_module(rt.VmModule.mmap(self.config.vm_instance, str(path)))
         self.functions = self.context.modules.module
+        self._checks: dict[str, FunctionChecks | None] = {}
 
     @property
     def names(self) -> list[str]:
@@ -46,14 +51,33 @@ class LoadedModule:
         """The function's `iree.reflection` entries."""
         return dict(self.functions[name].vm_function.reflection)
 
+    def checks(self, name: str) -> FunctionChecks | None:
+        """The value checks whose counts the function returns after its gradient (None:
+        none; backends/iree/checks.py)."""
+        if name not in self._checks:
+            text = self.reflection(name).get(CHECKS_KEY)
+            self._checks[name] = None if text is None else FunctionChecks.from_json(text)
+        return self._checks[name]
+
     def __call__(self, name: str, *arrays: np.ndarray) -> Any:
         """One result as a numpy array, several as a tuple of them. Every function the IREE
         target exports checks its dynamic sizes first (backends/iree/guards.py); a failed
-        check is raised as the project's error with its aclnn code."""
+        check is raised as the project's error with its aclnn code. A function with value
+        checks gives the gradient alone, or raises its check's error (e.g. TARGET_RANGE,
+        161002) when a count is not 0."""
         try:
             results = self.functions[name](*arrays)
         except RuntimeError as err:
             raise _check_failure(err) from None
+        checks = self.checks(name)
+        if checks is not None:
+            values = list(results) if isinstance(results, (tuple, list)) else [results]
+            if len(values) != checks.results:
+                raise RuntimeError(
+                    f"'{name}' returned {len(values)} results, its checks say {checks.results}"
+                )
+            checks.raise_failed(arrays, values[1:])
+            return np.asarray(values[0])
         if isinstance(results, (tuple, list)):
             return tuple(np.asarray(r) for r in results)
         return np.asarray(results)
@@ -112,7 +136,15 @@ class IreeSession:
         arrays = self._checked_feeds(feeds)
         results = self.module(self.interface.function, *arrays)
         values = results if isinstance(results, tuple) else (results,)
-        by_name = dict(zip(self.output_names, values, strict=True))
+        outputs = len(self.output_names)
+        if len(values) != outputs + self.interface.extras:
+            raise RuntimeError(
+                f"'{self.interface.function}' returned {len(values)} results, its interface "
+                f"says {outputs} outputs and {self.interface.extras} check results"
+            )
+        # the nodes' value checks (backends/iree/model_checks.py), e.g. TARGET_RANGE
+        raise_failed(self.interface.checks, values[outputs:])
+        by_name = dict(zip(self.output_names, values[:outputs], strict=True))
         return [by_name[n] for n in wanted]
 
     def _checked_feeds(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:

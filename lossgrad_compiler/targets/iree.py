@@ -41,11 +41,17 @@ class Iree(Target):
             raise self.unavailable(err) from None
         options = iree_options(compilation.options["backend"], compilation.options["arch"])
         vmfb, spliced = compile_whole_model(compilation.model, options, compilation.level2_of)
+        lines = [f"function: {spliced.interface.text()}"]
+        if spliced.interface.checks:  # e.g. the classification nodes' target range
+            lines.append(
+                f"value checks: {len(spliced.interface.checks)}, raised by "
+                "lossgrad_compiler.runtime.iree.session from the module's extra results"
+            )
         return Artifact(
             Produces.MODULE,
             data=vmfb,
             detail=f" ({options.backend})",
-            lines=[f"function: {spliced.interface.text()}"],
+            lines=lines,
             extra=spliced,
         )
 

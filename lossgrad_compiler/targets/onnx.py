@@ -42,6 +42,23 @@ def clear_cache() -> None:
     _TRANSLATED.clear()
 
 
+def unchecked_lines(compilation: Compilation) -> list[str]:
+    """One report line per check of the values a signature's standard-ONNX graph leaves out
+    (backends/onnx/checks.py): what the model computes instead of raising. Not for the ort
+    target, whose kernels make the checks."""
+    from lossgrad_compiler.backends.onnx.checks import unchecked_line  # deferred, as below
+
+    bodies = translated(compilation.level2)
+    nodes: dict[str, int] = {}
+    for site in compilation.imported.sites:
+        nodes[site.signature.id] = nodes.get(site.signature.id, 0) + 1
+    return [
+        unchecked_line(signature.op_type, sid, nodes.get(sid, 0), rule)
+        for sid, signature in compilation.imported.signatures.items()
+        for rule in bodies[sid].unchecked
+    ]
+
+
 def onnx_model(compilation: Compilation, mode: str) -> Artifact:
     """The compiled model, in `mode`, as the onnx and ort targets write it."""
     # defers the ONNX backend (and xDSL): listing the targets needs neither
@@ -68,7 +85,9 @@ class Onnx(Target):
     options = (MODE,)
 
     def compile(self, compilation: Compilation) -> Artifact:
-        return onnx_model(compilation, compilation.options["mode"])
+        artifact = onnx_model(compilation, compilation.options["mode"])
+        artifact.lines.extend(unchecked_lines(compilation))
+        return artifact
 
     def clear_cache(self) -> None:
         clear_cache()

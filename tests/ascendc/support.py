@@ -62,7 +62,7 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
 # Every operator whose result is broadcast(grad_output, self, target) (grad_output enlarges B,
 # three inputs) takes SmoothL1's patterns, a new one included; the binary cross entropies (B is
 # self) take their weights as a row or at B's shape.
-for _op in spec.OPERATORS.values():
+for _op in spec.BROADCAST_OPERATORS.values():
     if _op.grad_output_may_enlarge and not _op.optional_inputs and not _op.differentiates:
         PATTERNS.setdefault(_op.name, PATTERNS[spec.SMOOTH_L1_LOSS_BACKWARD.name])
 PATTERNS[spec.BINARY_CROSS_ENTROPY_BACKWARD.name] = (

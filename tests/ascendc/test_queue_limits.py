@@ -2,7 +2,8 @@
 buffers per position and 64 buffers per TPipe. `ascendc-plan-buffers` derives each queue's
 buffers from these limits (dialects/ascendc/ub.py), and every operator, called with all of
 its inputs present and full-shaped (the most tiles a kernel of it reads), runs in the
-emulator, which enforces the limits, and matches reference.evaluate."""
+emulator, which enforces the limits, and matches reference.evaluate; a classification
+operator with every input present is refused before any queue is planned."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends import ascendc as asc_backend
+from lossgrad_compiler.backends.ascendc.project import lower_to_ascendc
 from lossgrad_compiler.context import make_context, parse_module
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.dialects.ascendc.ub import (
@@ -25,7 +27,9 @@ from lossgrad_compiler.dialects.ascendc.ub import (
 )
 from lossgrad_compiler.evaluation.ascendc import Call, emulate_calls, signature_project
 from lossgrad_compiler.passes.ascendc_plan_buffers import AscendcPlanBuffersPass
+from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.ascendc.support import DTYPES, EmulatedCase, check, make_inputs, tile_length
+from tests.helpers.class_cases import CLASS_OP_TYPES, SHAPES, class_case_module, make_class_case
 
 EMULATOR = Path(asc_backend.__file__).parent / "emulator"
 BCE_LOGITS = spec.BINARY_CROSS_ENTROPY_WITH_LOGITS_BACKWARD.name
@@ -163,7 +167,7 @@ def _issue_cases(dtype: Any) -> list[EmulatedCase]:
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_every_operator_with_every_input_full_runs_in_the_emulator(dtype: str) -> None:
     cases = _issue_cases(DTYPES[dtype])
-    for k, op_type in enumerate(spec.OPERATORS):
+    for k, op_type in enumerate(spec.BROADCAST_OPERATORS):
         cases += _full_cases(op_type, DTYPES[dtype], 100 * k)
     vecin: dict[str, int] = {}
     for case in cases:
@@ -179,3 +183,19 @@ def test_every_operator_with_every_input_full_runs_in_the_emulator(dtype: str) -
     outputs = emulate_calls([c.call for c in cases])
     failures = [m for c, out in zip(cases, outputs, strict=True) if (m := check(c, out))]
     assert not failures, "\n".join(failures[:5])
+
+
+@pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
+def test_every_class_operator_with_every_input_plans_one_output_queue(op_type: str) -> None:
+    """Every input present (weight too): the element kernel reads its inputs with GetValue
+    (test_ascendc_classes.py), so its only queue is the output's, double buffered, and the
+    tile it plans fits the UB."""
+    case = make_class_case(op_type, SHAPES[op_type][0], np.float32, weighted=True)
+    assert set(case.inputs) == set(spec.operator(op_type).input_names)
+    module = class_case_module(case, dynamic=False)
+    LowerLossgradPass().apply(make_context(), module)
+    (kernel,) = [k for k in lower_to_ascendc(module).ops if isinstance(k, asc.KernelOp)]
+    queues = [op for op in kernel.walk() if isinstance(op, asc.QueueOp)]
+    assert [q.position.data for q in queues] == [asc.Position.VECOUT]
+    assert queues[0].buffers.value.data <= MAX_QUEUE_BUFFERS_PER_POSITION
+    assert 0 < kernel.ub_bytes.value.data <= kernel.ub_capacity.value.data

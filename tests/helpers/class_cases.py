@@ -71,9 +71,13 @@ def total_weight(
 ) -> np.ndarray:
     """The forward's total weight: the sum of w[t] over the kept elements (their count
     without a weight), in float64, rounded once to `dtype`; a 0-d array."""
-    kept = target.reshape(-1)[target.reshape(-1) != ignore_index]
-    w = np.ones(1 << 16) if weight is None else weight.astype(np.float64)
-    value = float(np.sum(w[kept])) if kept.size else 0.0
+    flat = target.reshape(-1).astype(np.int64)
+    classes = (1 << 62) if weight is None else weight.size
+    kept = flat[(flat != ignore_index) & (flat >= 0) & (flat < classes)]  # bad ones add 0
+    if weight is None:
+        value = float(kept.size)
+    else:
+        value = float(np.sum(weight.astype(np.float64)[kept])) if kept.size else 0.0
     return reference.round_to(np.array(value, np.float64), np.dtype(dtype))
 
 

@@ -101,3 +101,22 @@ def test_random_calls(
     grad, count = run_lowered(case, dynamic=bool(seed % 2))
     assert (bits(grad) == bits(case.expected())).all(), case.label
     assert count == 0
+
+
+@pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
+def test_the_runtime_parameter_form_reads_ignore_index_from_its_argument(op_type: str) -> None:
+    """One body lowered with ignore_index = -100 serves the calls of another ignore_index
+    through its `%ignore_index` argument, bit for bit."""
+    for case in [c for c in all_class_cases([np.float32]) if c.op_type == op_type][::3]:
+        lowered_with = make_class_case(
+            op_type, case.inputs["self"].shape, np.float32,
+            reduction=case.attrs["reduction"], ignore_index=-100,
+            weighted="weight" in case.inputs,
+        )  # fmt: skip
+        module = class_case_module(lowered_with, dynamic=True)
+        LowerLossgradPass(runtime_parameters=True).apply(make_context(), module)
+        grad, count = run_function(
+            module, "f", *inputs_in_order(case), case.attrs["ignore_index"]
+        )
+        assert (bits(grad) == bits(case.expected())).all(), case.label
+        assert int(count) == 0

@@ -16,7 +16,11 @@ over the configurations (all of them for float32, five per configuration otherwi
 with a grad_output shape the op accepts and, round-robin, each way of giving the optional
 inputs (absent, and present in each of their shapes). Each configuration is compiled in
 one of the two modes (functions, inline), in turn; LOSSGRAD_FULL_MATRIX=1 compiles each
-in both."""
+in both.
+
+These sweeps are of the broadcasting operators (spec.BROADCAST_OPERATORS); the
+classification operators (spec.CLASS_OPERATORS) run end to end, bit-identical to the
+reference, in test_onnx_classes_models.py."""
 
 from __future__ import annotations
 
@@ -67,7 +71,7 @@ def patterns(op_type: str) -> list[Any]:
 
 def _configs() -> list[tuple[str, dict[str, Any], tuple[Any, Any, Any], str]]:
     configs = []
-    for op_type in spec.OPERATORS:
+    for op_type in spec.BROADCAST_OPERATORS:
         variants = attribute_variants(op_type)
         for attrs, dtype in itertools.product(variants, DTYPES):
             label = f"{op_type}-{_label(attrs)}-{dtype.name}"
@@ -201,12 +205,12 @@ def test_functions_model_runs_in_reference_evaluator(index: int):
 
 def test_cross_product_is_complete():
     seen = {(op, _label(attrs), dtypes[0].name) for op, attrs, dtypes, _ in CONFIGS}
-    for op_type in spec.OPERATORS:
+    for op_type in spec.BROADCAST_OPERATORS:
         for attrs in attribute_variants(op_type):
             for dtype in DTYPES:
                 assert (op_type, _label(attrs), dtype.name) in seen
     assert any(len({np.dtype(d) for d in c[2]}) > 1 for c in CONFIGS)
-    for op_type in spec.OPERATORS:
+    for op_type in spec.BROADCAST_OPERATORS:
         indices = [i for i, c in enumerate(CONFIGS) if c[0] == op_type]
         op_cases = [case for i in indices for case in config_cases(i)]
         used = {(case.inputs["self"].shape, case.inputs["target"].shape) for case in op_cases}
@@ -378,7 +382,7 @@ EMPTY_PATTERNS = [p for p in BROADCAST_PATTERNS if 0 in p.self_shape + p.target_
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["float16", "float32"])
-@pytest.mark.parametrize("op_type", spec.OPERATORS)
+@pytest.mark.parametrize("op_type", spec.BROADCAST_OPERATORS)
 def test_static_empty_dimensions_keep_their_size(op_type: str, dtype: Any, mode: str):
     """Regression: with static shapes ORT's ExpandElimination took a target size 0 for 1 and
     returned a (1, 3) result where (0, 3) was due (float16 KlDivBackward, mean)."""

@@ -325,7 +325,7 @@ INVALID_IR = {
             in_type="tensor<?x?xf32>",
             out_type="tensor<?x?xf32>",
         ).replace("tensor.empty(%n)", "tensor.empty(%n, %n)"),
-        "result 0 must be d0",
+        "result 1 must be a loop after the ones before it",
     ),
     "constant 0 on a dimension that is not 1": (
         generic_text(

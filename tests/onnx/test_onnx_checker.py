@@ -348,9 +348,10 @@ def test_unknown_op_type():
 
 @pytest.mark.parametrize("op", spec.OPERATORS.values(), ids=lambda op: op.name)
 def test_make_node_writes_every_attribute(op: spec.OperatorSpec):
-    node = lo.make_node(op.name, ["a", "b", "c"], "out", name="n")
+    required = [f"v{k}" for k, i in enumerate(op.inputs) if not i.optional]
+    node = lo.make_node(op.name, required, "out", name="n")
     assert (node.op_type, node.domain, node.name) == (op.name, spec.DOMAIN, "n")
-    assert list(node.input) == ["a", "b", "c"] and list(node.output) == ["out"]
+    assert list(node.input) == required and list(node.output) == ["out"]
     assert [a.name for a in node.attribute] == [a.name for a in op.attributes]
     assert [a.type for a in node.attribute] == [a.kind.onnx_code for a in op.attributes]
     assert lo.attributes_from_node(node) == op.defaults

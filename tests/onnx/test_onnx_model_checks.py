@@ -1,4 +1,4 @@
-"""Model-level checks before compiling: the ai.lossgrad opset import (versions 1 and 2; an
+"""Model-level checks before compiling: the ai.lossgrad opset import (versions 1 to 4; an
 operator only from its own version on)
 and the model's structure (onnx's checker without full_check, plus what it misses), through
 compile_model, the lossgrad-compile CLI and lo.check_model."""
@@ -148,6 +148,40 @@ def test_function_imports_are_checked_and_a_body_inherits_the_models_import():
         )
     with pytest.raises(InvalidArgumentError, match=r"function 'local\.F' has ai\.lossgrad nodes"):
         compile_model(model_with([call], None, functions=(function_with_node(None),)))
+
+
+def nll_model(version: int | None) -> onnx.ModelProto:
+    """One NLLLossBackward (ai.lossgrad from version 4) in a model importing `version`."""
+    node = lo.make_node("NLLLossBackward", ["go", "x", "c", "tw"], "g", name="nll")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [vi("go", []), vi("x", ["N", 4]), vi("c", ["N"], TensorProto.INT64), vi("tw", [])],
+        [vi("g", ["N", 4])],
+    )
+    imports = [helper.make_opsetid("", 21)]
+    if version is not None:
+        imports.append(helper.make_opsetid(spec.DOMAIN, version))
+    return helper.make_model(graph, ir_version=10, opset_imports=imports)
+
+
+def test_a_version_4_operator_needs_version_4():
+    """The classification operators came in version 4; builders stamp it."""
+    message = (
+        r"NLLLossBackward node 'nll': opset_import: NLLLossBackward is in ai\.lossgrad from "
+        r"version 4; the model imports version 3 \(import version 4 or later\)"
+    )
+    for run in (lo.check_model, lowered_model):
+        with pytest.raises(InvalidArgumentError, match=message) as raised:
+            run(nll_model(3))
+        assert raised.value.code == ACLNN_ERR_PARAM_INVALID
+    with pytest.raises(InvalidArgumentError, match=r"add ai\.lossgrad version 4\)"):
+        lo.check_model(nll_model(None))
+    lo.check_model(nll_model(4))
+    imported, _ = lowered_model(nll_model(4))
+    assert imported.nodes_per_operator()["NLLLossBackward"] == 1
+    built = lo.make_model(lo.make_graph(nll_model(4).graph.node, nll_model(4).graph.input, ["g"]))
+    assert {o.domain: o.version for o in built.opset_import}[spec.DOMAIN] == 4
 
 
 def test_version_1_and_models_without_lossgrad_nodes_pass():

@@ -198,7 +198,9 @@ def _reference_evaluator(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) 
 
 
 OP_REDUCTIONS = [
-    (op.name, reduction.value) for op in spec.OPERATORS.values() for reduction in op.reductions
+    (op.name, reduction.value)
+    for op in spec.BROADCAST_OPERATORS.values()  # declared shapes that broadcast
+    for reduction in op.reductions
 ]
 
 

@@ -87,3 +87,26 @@ def test_counts_and_operands_have_names(source: str) -> None:
     for k, name in enumerate(spec.INPUT_NAMES):
         constant = "k" + "".join(w.capitalize() for w in name.split("_"))
         assert f"constexpr int {constant} = {k};" in source
+
+
+NEST_LABEL = re.compile(r"^// (nest_\w+) serves (.*)\ninline void \1\(", re.MULTILINE)
+
+
+def test_every_loop_nest_is_labelled_and_called_by_its_operator(source: str) -> None:
+    """The classification operators' variants (one per float type, target type, reduction,
+    weight given, self rank) say what they serve, and exactly their operator's compute
+    function calls each."""
+    nests = dict(NEST_LABEL.findall(source))
+    defined = re.findall(r"^inline void (nest_\w+)\(", source, re.MULTILINE)
+    assert defined and set(defined) == set(nests)
+    per_op = {op: 0 for op in spec.CLASS_OPERATORS}
+    for name, label in nests.items():
+        op = label.split(",")[0]
+        assert op in spec.CLASS_OPERATORS, label
+        per_op[op] += 1
+        body = source[source.index(f"OrtStatus* compute_{op}(") :]
+        body = body[: body.index("\n}\n")]
+        assert f"{{ {name}(c, counts); ran = true; }}" in body, name
+    for op, count in per_op.items():
+        rows = len(spec.FLOAT_TYPES) * len(spec.INDEX_TYPES) * 3 * 2
+        assert count == rows * len(spec.CLASS_OPERATORS[op].class_ranks), op

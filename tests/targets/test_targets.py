@@ -180,7 +180,7 @@ def test_the_lowered_function_carries_the_validated_divisor() -> None:
 # --------------------------------------------------------------------------- ONNX backend
 
 
-RULE_MODULES = ("bookkeeping", "generic", "rules", "size_check")
+RULE_MODULES = ("alignment", "bookkeeping", "generic", "rules", "size_check")
 
 
 @pytest.mark.parametrize("name", RULE_MODULES)

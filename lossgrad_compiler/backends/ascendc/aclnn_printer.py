@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from xdsl.ir.affine import AffineDimExpr
 
-from lossgrad_compiler import spec
+from lossgrad_compiler import messages, spec
+from lossgrad_compiler.backends.ascendc.checks_printer import class_checks_names
 from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES, double_literal, op_dtype
+from lossgrad_compiler.backends.ascendc.host_checks import host_checks
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
@@ -160,6 +162,8 @@ def _signature_checks(graph: HostGraph, info: SignatureInfo) -> list[str]:
             cond, shown = f"reduction != {code}", f"{code} ('{value}')"
         elif ctype == "bool":
             cond, shown = f"{param} != {'true' if value else 'false'}", str(int(value))
+        elif ctype == "int64_t":  # an INT attribute (ignore_index): compared exactly
+            cond, shown = f"{param} != INT64_C({int(value)})", str(int(value))
         else:
             cond, shown = (
                 f"static_cast<float>({param}) != static_cast<float>({double_literal(value)})",
@@ -237,6 +241,59 @@ def _check_inputs(op: spec.OperatorSpec) -> list[str]:
     ]
 
 
+def _class_check_inputs(op: spec.OperatorSpec) -> list[str]:
+    """A classification operator's checks before the attributes (checks_printer's
+    CheckClassTypes_<op>: null, element types, ranks, same types)."""
+    struct, types_fn, _ = class_checks_names(op)
+    n = len(op.inputs)
+    names = ", ".join(cxx_string_literal(name) for name in op.input_names)
+    arguments = ", ".join(param_name(op, name) for name in op.input_names)
+    return [
+        f"static const char* const kInputNames[{n}] = {{{names}}};",
+        f"{struct} shapes;",
+        f"CHECK_OK({types_fn}(op, {check_present_name(op)}, kInputNames, {arguments}, &shapes));",
+    ]
+
+
+def _class_shape_check(op: spec.OperatorSpec) -> list[str]:
+    """The classes shape rule, after the attributes (it depends on the reduction)."""
+    _, _, shapes_fn = class_checks_names(op)
+    none = spec.REDUCTION_CODES[spec.Reduction.NONE]
+    return [f"CHECK_OK({shapes_fn}(op, reduction == {none}, &shapes));"]
+
+
+def _value_checks(graph: HostGraph, info: SignatureInfo) -> list[str]:
+    """The function's value checks (host_checks.py): the input copied to the host, the
+    count, TARGET_RANGE when it is not 0 (nothing is recorded then)."""
+    lines: list[str] = []
+    positions = [info.op.input_names.index(name) for name in info.inputs]
+    for check in host_checks(graph.function, positions):
+        name = info.inputs[check.input_index]
+        var = param_name(info.op, name)
+        t = info.type_of(name)
+        assert isinstance(t, spec.IndexType)
+        k_self = info.op.input_names.index("self")
+        rank = graph.rank
+        classes = f"shapes.inputs[{k_self}][{info.op.class_dim(rank)}]"
+        ignore = _camel("ignore_index")
+        lines += [
+            f"// The value check {check.rule}: {name} read back on the host.",
+            f"std::vector<{t.cxx}> {check.values}(static_cast<size_t>({var}->Numel()));",
+            f"if (!{check.values}.empty() && aclrtMemcpy({check.values}.data(), "
+            f"{check.values}.size() * sizeof({t.cxx}), {var}->GetData(), "
+            f"{check.values}.size() * sizeof({t.cxx}), ACL_MEMCPY_DEVICE_TO_HOST) != "
+            "ACL_SUCCESS) {",
+            f'    return Fail(op, "{name}", "could not be read back", ACLNN_ERR_INNER_NULLPTR);',
+            "}",
+            *check.lines,
+            f"if ({check.count} != 0) {{",
+            f"    return FailLine({messages.TARGET_RANGE.code}, TargetRangeMessage(op, "
+            f"{check.count}, {classes}, {ignore}));",
+            "}",
+        ]
+    return lines
+
+
 def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
     op = info.op
     attr_params = _attr_params(op)
@@ -244,7 +301,7 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
     for _ctype, param, attr in attr_params:
         if attr == "reduction":
             l0_attrs.append(f"std::string(ReductionName({param}))")
-        elif _ctype == "bool":
+        elif _ctype in ("bool", "int64_t"):
             l0_attrs.append(f"static_cast<int64_t>({param})")
         else:
             l0_attrs.append(f"static_cast<float>({param})")
@@ -267,16 +324,20 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         "if (executor == nullptr) {",
         '    return Fail(op, "executor", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",
-        *_check_inputs(op),
+        *(_class_check_inputs(op) if op.has_classes else _check_inputs(op)),
         "if (out == nullptr) {",
         '    return Fail(op, "out", "is required", ACLNN_ERR_PARAM_NULLPTR);',
         "}",
-        "const Dims& iter = shapes.iter;",
-        *_attribute_checks(op),
+        *(
+            [*_attribute_checks(op), *_class_shape_check(op), "const Dims& iter = shapes.iter;"]
+            if op.has_classes
+            else ["const Dims& iter = shapes.iter;", *_attribute_checks(op)]
+        ),
         "// The operator's checks passed: now the call must be the signature compiled here.",
         *_signature_checks(graph, info),
         f"const Dims result = {_result_dims(graph)};",
         f"CHECK_OK(CheckOutput(op, out, {ACL_DTYPES[graph.result_type.name]}, result));",
+        *_value_checks(graph, info),
         "auto uniqueExecutor = CREATE_EXECUTOR();",
         "aclOpExecutor* exec = uniqueExecutor.get();",
         "if (exec == nullptr) {",
@@ -301,6 +362,9 @@ def print_aclnn_source(graph: HostGraph, info: SignatureInfo) -> str:
         "",
         "#include <cmath>",
         "#include <string>",
+        "#include <vector>",
+        "",
+        '#include "acl/acl.h"',
         "",
         '#include "aclnn_kernels/cast.h"',
         '#include "aclnn_kernels/contiguous.h"',

@@ -10,7 +10,7 @@ import numpy as np
 from xdsl.ir import Attribute
 
 from lossgrad_compiler import spec
-from lossgrad_compiler.dialects.ascendc import is_mask_type
+from lossgrad_compiler.dialects.ascendc import is_index_element, is_mask_type
 from lossgrad_compiler.dialects.lossgrad import element_float_type
 
 ACL_DTYPES: dict[str, int] = {
@@ -37,6 +37,8 @@ def element_cxx(t: Attribute) -> str:
     """The Ascend C type of a tile or global tensor element."""
     if is_mask_type(t):
         return "uint8_t"
+    if is_index_element(t):  # a class-index tensor in GM
+        return f"int{t.width.data}_t"  # type: ignore[attr-defined]
     element = element_float_type(t)
     if element is None or element.ascend_c is None:
         raise ValueError(f"no Ascend C element type for {t}")
@@ -50,7 +52,7 @@ def element_spec(t: Attribute) -> spec.FloatType:
     return element
 
 
-def ge_dtype(t: spec.FloatType) -> str:
+def ge_dtype(t: spec.FloatType | spec.IndexType) -> str:
     return f"ge::{t.ge}"
 
 

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.build import build_runner
 from lossgrad_compiler.backends.ascendc.cxx import ACL_DTYPES
-from lossgrad_compiler.backends.ascendc.kernel_printer import TILING_FIELDS, scalar_fields
+from lossgrad_compiler.backends.ascendc.kernel_printer import TILING_FIELDS, extra_tiling_fields
 from lossgrad_compiler.backends.ascendc.project import Project, lower_to_ascendc, print_projects
 from lossgrad_compiler.dialects.ascendc.soc import DEFAULT_SOC, Soc
 from lossgrad_compiler.dialects.ascendc.soc import soc as soc_named
@@ -247,14 +247,14 @@ def _read_results(data: bytes, cases: Sequence[RawCase]) -> list[RawResult]:
 
 # The C types of the tiling struct's fields (kernel_printer.print_tiling_header), as struct
 # codes; native alignment, because the runner is built for this machine.
-_TILING_CODES = {"uint64_t": "Q", "uint32_t": "I", "float": "f"}
+_TILING_CODES = {"uint64_t": "Q", "uint32_t": "I", "float": "f", "int64_t": "q"}
 
 
 def decode_tiling(project: Project, data: bytes) -> dict[str, int | float]:
     """The tiling data a project's tiling function wrote, by field name, as the project's
     op_kernel/<name>_tiling.h declares the struct."""
     fields = [(name, ctype) for ctype, name, _ in TILING_FIELDS]
-    fields += [(name, "float") for name in scalar_fields(project.graph.kernel)]
+    fields += [(name, ctype) for ctype, name in extra_tiling_fields(project.graph.kernel)]
     layout = "@" + "".join(_TILING_CODES[ctype] for _, ctype in fields)
     if len(data) < struct.calcsize(layout):
         raise EmulatorRunnerError(

@@ -9,10 +9,12 @@ host scalars (the reduction scale) from the iteration shape.
 
 from __future__ import annotations
 
+from xdsl.ir.affine import AffineDimExpr
+
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.cxx import float_literal, ge_dtype
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, TilingScalarPrinter
-from lossgrad_compiler.backends.ascendc.kernel_printer import scalar_fields
+from lossgrad_compiler.backends.ascendc.kernel_printer import dim_fields, scalar_fields
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
 from lossgrad_compiler.dialects import ascendc as asc
@@ -79,6 +81,8 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
     for field, value in zip(scalar_fields(kernel), graph.launch.scalars, strict=True):
         name = scalars.value(value)
         scalar_lines.append(f"tiling->{field} = {name};")
+    for j, field in enumerate(dim_fields(kernel)):
+        scalar_lines.append(f"tiling->{field} = static_cast<uint64_t>(iter.GetDim({j}));")
     op = info.op
     suffix = info.op_type  # every name of the file is unique, so projects can share a build
     out_type = ge_dtype(graph.kernel_out_type)
@@ -157,28 +161,7 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
         "",
         "namespace ge {",
         "",
-        "// The output spans broadcast(grad_output, self, target): the iteration space.",
-        f"static ge::graphStatus InferShape{suffix}(gert::InferShapeContext* context)",
-        "{",
-        "    size_t rank = 0;",
-        f"    for (size_t i = 0; i < {len(info.inputs)}; ++i) {{",
-        "        rank = std::max(rank, context->GetInputShape(i)->GetDimNum());",
-        "    }",
-        "    gert::Shape* out = context->GetOutputShape(0);",
-        "    out->SetDimNum(rank);",
-        "    for (size_t axis = 0; axis < rank; ++axis) {",
-        "        int64_t size = 1;",
-        f"        for (size_t i = 0; i < {len(info.inputs)}; ++i) {{",
-        "            const gert::Shape* in = context->GetInputShape(i);",
-        "            const size_t lead = rank - in->GetDimNum();",
-        "            if (axis >= lead && in->GetDim(axis - lead) != 1) {",
-        "                size = in->GetDim(axis - lead);",
-        "            }",
-        "        }",
-        "        out->SetDim(axis, size);",
-        "    }",
-        "    return GRAPH_SUCCESS;",
-        "}",
+        *_infer_shape(graph, info, suffix),
         "",
         f"static ge::graphStatus InferDataType{suffix}(gert::InferDataTypeContext* context)",
         "{",
@@ -219,6 +202,54 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _infer_shape(graph: HostGraph, info: SignatureInfo, suffix: str) -> list[str]:
+    """InferShape: the output spans the iteration space. A broadcasting kernel's is
+    broadcast(inputs); an element kernel's loop j is the dim of the first input whose
+    indexing map reads loop j (its maps are not right-aligned, so no broadcast rule fits)."""
+    head = f"static ge::graphStatus InferShape{suffix}(gert::InferShapeContext* context)"
+    if dim_fields(graph.kernel):
+        lines = [
+            "// The output spans the iteration space: each loop's size from an input's dim.",
+            head,
+            "{",
+            "    gert::Shape* out = context->GetOutputShape(0);",
+            f"    out->SetDimNum({graph.rank});",
+        ]
+        for j in range(graph.rank):
+            i, axis = next(
+                (i, a)
+                for i, m in enumerate(graph.maps)
+                for a, e in enumerate(m.results)
+                if isinstance(e, AffineDimExpr) and e.position == j
+            )
+            lines.append(f"    out->SetDim({j}, context->GetInputShape({i})->GetDim({axis}));")
+        return [*lines, "    return GRAPH_SUCCESS;", "}"]
+    return [
+        "// The output spans broadcast(grad_output, self, target): the iteration space.",
+        head,
+        "{",
+        "    size_t rank = 0;",
+        f"    for (size_t i = 0; i < {len(info.inputs)}; ++i) {{",
+        "        rank = std::max(rank, context->GetInputShape(i)->GetDimNum());",
+        "    }",
+        "    gert::Shape* out = context->GetOutputShape(0);",
+        "    out->SetDimNum(rank);",
+        "    for (size_t axis = 0; axis < rank; ++axis) {",
+        "        int64_t size = 1;",
+        f"        for (size_t i = 0; i < {len(info.inputs)}; ++i) {{",
+        "            const gert::Shape* in = context->GetInputShape(i);",
+        "            const size_t lead = rank - in->GetDimNum();",
+        "            if (axis >= lead && in->GetDim(axis - lead) != 1) {",
+        "                size = in->GetDim(axis - lead);",
+        "            }",
+        "        }",
+        "        out->SetDim(axis, size);",
+        "    }",
+        "    return GRAPH_SUCCESS;",
+        "}",
+    ]
 
 
 def _attr_default(a: spec.AttributeSpec) -> str:

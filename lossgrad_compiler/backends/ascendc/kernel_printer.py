@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, IndexType, IntegerAttr
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, IndexType, IntegerAttr, IntegerType
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr
 
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.ascendc.cxx import element_cxx, float_literal
 from lossgrad_compiler.backends.cxx import CxxFloatArithmetic, cxx_comparison
 from lossgrad_compiler.dialects import ascendc as asc
+from lossgrad_compiler.passes.ascendc_element_kernel import ELEMENT_OPS
 
 TILING_FIELDS = (
     ("uint64_t", "totalLength", "elements of the iteration space"),
@@ -44,6 +47,28 @@ def scalar_fields(kernel: asc.KernelOp) -> list[str]:
     return [kernel.arg_name(a) for a in kernel.scalar_args]
 
 
+def element_rank(kernel: asc.KernelOp) -> int | None:
+    """The iteration rank of an element kernel (one with an ascendc.element_loop), else None."""
+    for op in kernel.walk():
+        if isinstance(op, asc.ElementLoopOp):
+            return op.rank.value.data
+    return None
+
+
+def dim_fields(kernel: asc.KernelOp) -> list[str]:
+    """Tiling-data fields of an element kernel: the iteration shape, one per loop (the
+    element loop decomposes a flat position with them)."""
+    rank = element_rank(kernel)
+    return [] if rank is None else [f"iterDim{j}" for j in range(rank)]
+
+
+def extra_tiling_fields(kernel: asc.KernelOp) -> list[tuple[str, str]]:
+    """(C type, name) of the tiling fields after TILING_FIELDS: the scalar arguments (float,
+    or int64_t for an integer such as the class count), then an element kernel's dims."""
+    fields = [(_scalar_cxx(a.type), kernel.arg_name(a)) for a in kernel.scalar_args]
+    return fields + [("uint64_t", name) for name in dim_fields(kernel)]
+
+
 def print_tiling_header(kernel: asc.KernelOp, names: KernelNames) -> str:
     guard = names.tiling_header.upper().replace(".", "_")
     lines = [
@@ -57,8 +82,8 @@ def print_tiling_header(kernel: asc.KernelOp, names: KernelNames) -> str:
     ]
     for ctype, name, doc in TILING_FIELDS:
         lines.append(f"    {ctype} {name};  // {doc}")
-    for name in scalar_fields(kernel):
-        lines.append(f"    float {name};  // computed on the host from the iteration shape")
+    for ctype, name in extra_tiling_fields(kernel):
+        lines.append(f"    {ctype} {name};  // computed on the host from the iteration shape")
     lines += ["};", "", f"#endif  // {guard}", ""]
     return "\n".join(lines)
 
@@ -94,6 +119,7 @@ class KernelPrinter:
         self.init_lines: list[str] = []
         self.helpers: set[str] = set()
         self.scalars = InitScalars()
+        self.elements = ElementScalars()
         self.used_in_loop = self._values_used_in_loop()
 
     def _values_used_in_loop(self) -> set[SSAValue]:
@@ -112,7 +138,9 @@ class KernelPrinter:
             self.n.names[arg] = f"{param}Gm"
         for arg in args[n_global:]:
             self.n.names[arg] = k.arg_name(arg)
-            self.members.append(f"float {k.arg_name(arg)} = 0.0f;")
+            ctype = _scalar_cxx(arg.type)
+            zero = "0.0f" if ctype == "float" else "0"
+            self.members.append(f"{ctype} {k.arg_name(arg)} = {zero};")
         self._print_globals()
         for op in k.entry.ops:
             if not isinstance(op, asc.TileLoopOp):
@@ -197,6 +225,13 @@ class KernelPrinter:
 
     def _print_globals(self) -> None:
         k = self.kernel
+        dims = dim_fields(k)
+        if dims:
+            self.members.append("uint64_t first = 0;  // this core's first element")
+            self.init_lines.append("first = start;")
+        for name in dims:
+            self.members.append(f"uint64_t {name} = 0;")
+            self.init_lines.append(f"{name} = tiling.{name};")
         for arg, param in zip(k.global_args, self.names.params, strict=True):
             if not arg.uses:
                 continue
@@ -205,7 +240,11 @@ class KernelPrinter:
             name = self.n[arg]
             self.members.append(f"GlobalTensor<{t}> {name};")
             scalar_only = all(isinstance(u.operation, asc.GetValueOp) for u in arg.uses)
-            if scalar_only:  # a one-element input, read once with GetValue(0)
+            reads = [u.operation for u in arg.uses if isinstance(u.operation, asc.ReadElementOp)]
+            if reads:  # read element by element: the whole tensor, sized by its map
+                size = " * ".join(_map_dims(reads[0])) or "1"
+                self.init_lines.append(f"{name}.SetGlobalBuffer((__gm__ {t}*){param}, {size});")
+            elif scalar_only:  # a one-element input, read once with GetValue(0)
                 self.init_lines.append(f"{name}.SetGlobalBuffer((__gm__ {t}*){param}, 1);")
             else:
                 self.init_lines.append(
@@ -220,7 +259,8 @@ class KernelPrinter:
         if isinstance(op, asc.QueueOp | asc.TBufOp | asc.TileLengthOp):
             line = self._op(op, declare=False)  # these declare their own members
         else:
-            members = [r for r in op.results if r in self.used_in_loop]
+            literal = isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr)
+            members = [r for r in op.results if r in self.used_in_loop and not literal]
             line = self._op(op, declare=not members)
             for r in members:
                 self.members.append(f"{self._type_of(r)} {self.n[r]}{{}};")
@@ -240,11 +280,11 @@ class KernelPrinter:
     def _stage(self, block: Block) -> list[str]:
         self.n.names[block.args[0]] = "offset"
         self.n.names[block.args[1]] = "count"
-        lines = []
+        lines: list[str] = []
         for op in block.ops:
             line = self._op(op, declare=True)
             if line is not None:
-                lines.append(line)
+                lines.extend(line.split("\n"))
         return lines
 
     # ------------------------------------------------------------------ one op
@@ -282,15 +322,62 @@ class KernelPrinter:
     def _operand(self, value: SSAValue) -> str:
         owner = value.owner
         if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            if isinstance(value.type, IntegerType) and value.type.width.data == 1:
+                return "true" if owner.value.value.data else "false"
             return str(owner.value.value.data)
         return self.n[value]
 
     def _scalar(self, op: Operation, declare: bool) -> str | None:
         if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
             return None  # index constants print as literals where used
-        expr = self.scalars.translate(op, [self._operand(v) for v in op.operands])
+        # an element kernel's Init computes integer ops too (the element rules are a superset)
+        translator = self.scalars if type(op) in InitScalars.RULES else self.elements
+        expr = translator.translate(op, [self._operand(v) for v in op.operands])
         result = op.results[0]
         return self._decl(result, "s", _scalar_cxx(result.type), expr, declare)
+
+    def _element_loop(self, op: asc.ElementLoopOp) -> str:
+        """for each element k of the tile: its position on every loop (the flat position
+        first + offset + k decomposed row-major by the iteration dims), the body, SetValue."""
+        rank = op.rank.value.data
+        k = op.block.args[0]
+        self.n.names[k] = "k"
+        lines = [
+            "for (uint32_t k = 0; k < count; ++k) {",
+            "    uint64_t rest = first + offset + k;",
+        ]
+        for j in reversed(range(rank)):
+            if j == 0:
+                lines.append("    const uint64_t pos0 = rest;")
+            else:
+                lines += [
+                    f"    const uint64_t pos{j} = rest % iterDim{j};",
+                    f"    rest /= iterDim{j};",
+                ]
+        if rank:
+            lines.append("    (void)rest;")
+        for inner in op.block.ops:
+            line = self._op(inner, declare=True)
+            if line is not None:
+                lines += ["    " + text for text in line.split("\n")]
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def _map_dims(op: asc.ReadElementOp) -> list[str]:
+    """The iteration dims the operand's map reads, in its order (its shape)."""
+    return [f"iterDim{e.position}" for e in op.map.data.results if isinstance(e, AffineDimExpr)]
+
+
+def _element_index(op: asc.ReadElementOp) -> str:
+    """The row-major offset of the element's position in the operand, through its map."""
+    index = ""
+    for e in op.map.data.results:
+        if not isinstance(e, AffineDimExpr):
+            continue  # a broadcast axis of size 1
+        j = e.position
+        index = f"pos{j}" if not index else f"({index}) * iterDim{j} + pos{j}"
+    return index or "0"
 
 
 def _is_f32(t: object) -> bool:
@@ -302,8 +389,10 @@ def _scalar_cxx(t: object) -> str:
         return "half"
     if isinstance(t, BFloat16Type):
         return "bfloat16_t"
-    if getattr(t, "width", None) is not None and t.width.data == 1:  # type: ignore[attr-defined]
-        return "bool"
+    if isinstance(t, IntegerType):
+        return {1: "bool", 32: "int32_t", 64: "int64_t"}[t.width.data]
+    if isinstance(t, IndexType):
+        return "uint64_t"
     return "float"
 
 
@@ -344,6 +433,65 @@ class InitScalars(CxxFloatArithmetic):
     @level2.rule(arith.SelectOp)
     def select(self, op: Operation, a: Sequence[str]) -> str:
         return f"{a[0]} ? {a[1]} : {a[2]}"
+
+
+_CXX_CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
+
+
+class ElementScalars(InitScalars):
+    """The element loop's scalar code: InitScalars' float arithmetic and the class ops
+    (integer compares, i1 logic, integer widening and index casts)."""
+
+    BACKEND = "Ascend C kernel element"
+    REQUIRED = ELEMENT_OPS - {IndexOp}
+
+    @level2.rule(arith.CmpiOp)
+    def cmpi(self, op: Operation, a: Sequence[str]) -> str:
+        assert isinstance(op, arith.CmpiOp)
+        name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        if name not in _CXX_CMPI:
+            raise level2.Level2ContractError(op, f"predicate '{name}' is not level 2")
+        return f"({a[0]} {_CXX_CMPI[name]} {a[1]})"
+
+    @level2.rule(arith.AndIOp)
+    def andi(self, op: Operation, a: Sequence[str]) -> str:
+        return f"({a[0]} && {a[1]})"
+
+    @level2.rule(arith.XOrIOp)
+    def xori(self, op: Operation, a: Sequence[str]) -> str:
+        return f"({a[0]} != {a[1]})"
+
+    @level2.rule(arith.ExtSIOp)
+    def extsi(self, op: Operation, a: Sequence[str]) -> str:
+        return f"static_cast<{_scalar_cxx(op.results[0].type)}>({a[0]})"
+
+    @level2.rule(arith.IndexCastOp)
+    def index_cast(self, op: Operation, a: Sequence[str]) -> str:
+        return f"static_cast<{_scalar_cxx(op.results[0].type)}>({a[0]})"
+
+
+def _print_element_loop(p: KernelPrinter, op: Operation, declare: bool) -> str:
+    assert isinstance(op, asc.ElementLoopOp)
+    return p._element_loop(op)
+
+
+def _position(p: KernelPrinter, op: Operation, declare: bool) -> None:
+    assert isinstance(op, asc.PositionOp)
+    p.n.names[op.result] = f"pos{op.loop.value.data}"
+    return None
+
+
+def _read_element(p: KernelPrinter, op: Operation, declare: bool) -> str:
+    assert isinstance(op, asc.ReadElementOp)
+    t = _scalar_cxx(op.result.type)
+    return p._decl(op.result, "e", t, f"{p.n[op.source]}.GetValue({_element_index(op)})", True)
+
+
+def _store_element(p: KernelPrinter, op: Operation, declare: bool) -> str:
+    assert isinstance(op, asc.StoreElementOp)
+    loop = op.parent_op()
+    assert isinstance(loop, asc.ElementLoopOp)
+    return f"{p.n[loop.tile]}.SetValue(k, {p._operand(op.value)});"
 
 
 _API: dict[type[Operation], str] = {
@@ -474,6 +622,10 @@ _OP_PRINTERS: dict[type[Operation], Callable[[KernelPrinter, Operation, bool], s
     asc.AlignUpOp: _align_up,
     asc.TileLengthOp: _tile_length,
     asc.TempOp: _temp,
+    asc.ElementLoopOp: _print_element_loop,
+    asc.PositionOp: _position,
+    asc.ReadElementOp: _read_element,
+    asc.StoreElementOp: _store_element,
 }
 
 

@@ -11,7 +11,13 @@ from lossgrad_compiler.backends.ascendc.host_graph import HostGraph
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
 
-_JSON_TYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float"}
+_JSON_TYPES = {
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float32": "float",
+    "int64": "int64",
+    "int32": "int32",
+}
 
 
 def msopgen_json(graph: HostGraph, info: SignatureInfo) -> str:

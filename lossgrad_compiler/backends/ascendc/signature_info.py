@@ -29,10 +29,10 @@ class SignatureInfo:
     function: str  # the level-2 function's name (the signature id): print only `project`
     op: spec.OperatorSpec
     attrs: dict[str, Any]  # every attribute, spec order, checked values
-    types: tuple[spec.FloatType, ...]  # of the inputs given, in the operator's order
+    types: tuple[spec.FloatType | spec.IndexType, ...]  # of the inputs given, operator's order
     inputs: tuple[str, ...] = spec.INPUT_NAMES  # the inputs given (the function's arguments)
 
-    def type_of(self, name: str) -> spec.FloatType | None:
+    def type_of(self, name: str) -> spec.FloatType | spec.IndexType | None:
         """The element type of an input, None when the signature is compiled without it."""
         return dict(zip(self.inputs, self.types, strict=True)).get(name)
 
@@ -89,15 +89,27 @@ def signature_info(function: func.FuncOp) -> SignatureInfo:
     return SignatureInfo(function.sym_name.data, op, attrs, types, inputs)
 
 
-def _argument_types(function: func.FuncOp, inputs: tuple[str, ...]) -> tuple[spec.FloatType, ...]:
-    found = []
+def _argument_types(
+    function: func.FuncOp, inputs: tuple[str, ...]
+) -> tuple[spec.FloatType | spec.IndexType, ...]:
+    """Each argument's element type: a float, or an integer class index (int64, int32)."""
+    found: list[spec.FloatType | spec.IndexType] = []
     for t in function.function_type.inputs.data:
-        element = element_float_type(t.element_type) if isinstance(t, TensorType) else None
+        element = _element_type(t.element_type) if isinstance(t, TensorType) else None
         if element is None:
-            raise level2.Level2ContractError(function, "the arguments are float tensors")
+            raise level2.Level2ContractError(
+                function, "the arguments are float or class-index (i64, i32) tensors"
+            )
         found.append(element)
     if len(found) != len(inputs):
         raise level2.Level2ContractError(
             function, f"takes the {len(inputs)} inputs {', '.join(inputs)}"
         )
     return tuple(found)
+
+
+def _element_type(t: object) -> spec.FloatType | spec.IndexType | None:
+    floating = element_float_type(t)  # type: ignore[arg-type]
+    if floating is not None:
+        return floating
+    return next((i for i in spec.INDEX_TYPES if i.mlir == str(t)), None)

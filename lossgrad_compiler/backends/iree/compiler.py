@@ -23,6 +23,7 @@ from lossgrad_compiler import level2
 from lossgrad_compiler.backends.build_cache import cache_root, cached_build, write_atomically
 from lossgrad_compiler.backends.iree.guards import guard_exports
 from lossgrad_compiler.backends.iree.options import IreeOptions, iree_module
+from lossgrad_compiler.backends.iree.rounding import keep_bf16_roundings
 
 MODULE_FILE = "module.vmfb"
 
@@ -34,13 +35,15 @@ class IreeCompileError(RuntimeError):
 def module_text(module: ModuleOp, options: IreeOptions | None = None) -> str:
     """The text of a level-2 module, checked against docs/level2.md and the element types the
     device of `options` runs, each function exported behind its run-time size check
-    (guards.py); `module` itself is left as it is."""
+    (guards.py), with its bfloat16 roundings kept (rounding.py); `module` itself is left as
+    it is."""
     level2.verify_level2(module)
     for function in level2.signature_functions(module):
         types = tuple(o.storage for o in function.operands)
         (options or IreeOptions()).check_types(function.op.name, types)
     guarded = module.clone()
     guard_exports(guarded)
+    keep_bf16_roundings(guarded)
     return str(guarded)
 
 
@@ -103,7 +106,7 @@ def compile_module(module: ModuleOp, options: IreeOptions | None = None) -> Path
         write_atomically(folder / "module.mlir", text.encode("utf-8"))
         return {MODULE_FILE: folder / MODULE_FILE, "module.mlir": folder / "module.mlir"}
 
-    why = f"{options.backend}, {text.count('func.func')} signature(s)"
+    why = f"{options.backend}, {len(module.ops)} signature(s)"
     return cached_build(
         folder, MODULE_FILE, ("an IREE module", why, "about a second per signature"), build
     )

@@ -8,7 +8,9 @@ the assumption reads past its buffers. A guard compares them with `tensor.dim` a
 `cf.assert`, whose message is the project's error line with its aclnn code, and then calls
 the function. IREE raises the message from the call. In a whole model the guard is
 `<id>__checked`; in a module of signatures the guard is exported as `<id>` and the level-2
-function becomes the private `<id>__unchecked`, so no exported function skips the check."""
+function becomes the private `<id>__unchecked`, so no exported function skips the check.
+An exported guard of a function with value checks also says in its `iree.reflection` which
+results are their counts (checks.py), for runtime.iree to raise."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Block, Region, SSAValue
 
 from lossgrad_compiler import messages, spec
+from lossgrad_compiler.backends.iree.checks import function_checks, reflect
 from lossgrad_compiler.level2 import Level2Function, signature_functions
 
 GUARD_SUFFIX = "__checked"
@@ -47,6 +50,7 @@ def guard_exports(module: ModuleOp) -> None:
         wrapped.sym_visibility = StringAttr("private")
         guard = guard_function(function, name)
         guard.sym_visibility = visibility
+        reflect(guard, function_checks(function))
         module.body.block.add_op(guard)
 
 

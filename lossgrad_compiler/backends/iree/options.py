@@ -23,6 +23,7 @@ _GPU_FLAGS = {
     "vulkan": ("--iree-hal-target-device=vulkan", "--iree-vulkan-target={}"),
 }
 _NO_F64 = frozenset({"vulkan"})  # SPIR-V exp/log take 16/32-bit floats only
+_NO_I32_INDEX = frozenset({"cuda"})  # an i32 target widened in a reduction: IREE 3.13
 
 
 class IreeUnavailableError(RuntimeError):
@@ -79,12 +80,22 @@ class IreeOptions:
     def supports_f64(self) -> bool:
         return self.backend not in _NO_F64
 
-    def check_types(self, op_type: str, types: tuple[spec.FloatType, ...]) -> None:
-        """UnsupportedByBackendError (161002) for an f64 signature on a target without f64."""
+    def check_types(self, op_type: str, types: tuple[spec.FloatType | spec.IndexType, ...]) -> None:
+        """UnsupportedByBackendError (161002) for an f64 signature on a target without f64,
+        and for an int32 class index on CUDA: IREE 3.13's CUDA codegen cannot compile the
+        count of bad targets when it widens an i32 target into its i64 count ("failed to
+        distribute"; tests/iree/test_iree_classes_backends.py pins it)."""
         if spec.FLOAT64 in types and not self.supports_f64:
             raise UnsupportedByBackendError(
                 op_type,
                 "float64",
                 f"IREE's {self.backend} target has no float64 arithmetic; compile for "
                 "llvm-cpu, cuda or rocm (f64 is never demoted to f32)",
+            )
+        if spec.INT32 in types and self.backend in _NO_I32_INDEX:
+            raise UnsupportedByBackendError(
+                op_type,
+                "int32",
+                f"IREE's {self.backend} target cannot compile the target check of an int32 "
+                "target; give an int64 target, or compile for llvm-cpu, rocm or vulkan",
             )

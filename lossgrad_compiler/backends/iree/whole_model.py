@@ -10,7 +10,10 @@ standard ONNX decompositions (inlining them first, then importing, works too but
 about five times slower and hides level 2 from IREE).
 
 The module's main function carries its ONNX interface (input and output names, element
-types and dimensions) in `iree.reflection`, so `runtime.iree.session` needs no side file."""
+types and dimensions) in `iree.reflection`, so `runtime.iree.session` needs no side file.
+A node whose level 2 has value checks (the classification operators' target check) adds
+its counts, and the run-time dimensions their messages name, as 0-d i64 results of the main
+function after the ONNX outputs (model_checks.py); the interface lists them."""
 
 from __future__ import annotations
 
@@ -26,18 +29,22 @@ from onnx import ModelProto, ValueInfoProto
 from xdsl.dialects.builtin import ModuleOp
 
 from lossgrad_compiler import spec
+from lossgrad_compiler.backends.iree.checks import FunctionChecks, function_checks
 from lossgrad_compiler.backends.iree.compiler import compile_text
 from lossgrad_compiler.backends.iree.guards import add_guards
+from lossgrad_compiler.backends.iree.model_checks import ModelCheck
 from lossgrad_compiler.backends.iree.options import IreeOptions, iree_module
+from lossgrad_compiler.backends.iree.rounding import keep_bf16_roundings
 from lossgrad_compiler.frontend.importer import ImportedModel, import_model
 from lossgrad_compiler.frontend.signature import Signature
-from lossgrad_compiler.level2 import verify_level2
+from lossgrad_compiler.level2 import signature_functions, verify_level2
 from lossgrad_compiler.onnx.schemas import ensure_schemas
 
 INTERFACE_KEY = "lossgrad.interface"
 """The `iree.reflection` entry of the main function: its ONNX interface as JSON."""
 
 _VTENSOR = re.compile(r"^!torch\.vtensor<\[(?P<dims>[^\]]*)\],(?P<element>[^>]+)>$")
+_SIGNED = re.compile(r"^[su]i(\d+)$")
 
 
 class WholeModelError(ValueError):
@@ -67,11 +74,14 @@ class TensorInterface:
 
 @dataclass(frozen=True)
 class ModelInterface:
-    """The exported function of a whole-model module and its ONNX-named tensors."""
+    """The exported function of a whole-model module and its ONNX-named tensors; `checks`:
+    the value checks whose counts it returns after the outputs (model_checks.py)."""
 
     function: str
     inputs: tuple[TensorInterface, ...]
     outputs: tuple[TensorInterface, ...]
+    checks: tuple[ModelCheck, ...] = ()
+    extras: int = 0  # how many results follow the outputs
 
     def text(self) -> str:
         """`name(a: float32[N,10], ...) -> (out: float32[N,10], ...)`"""
@@ -85,6 +95,8 @@ class ModelInterface:
                 "function": self.function,
                 "inputs": [t.to_json() for t in self.inputs],
                 "outputs": [t.to_json() for t in self.outputs],
+                "checks": [c.to_json() for c in self.checks],
+                "extras": self.extras,
             },
             sort_keys=True,
         )
@@ -96,6 +108,8 @@ class ModelInterface:
             data["function"],
             tuple(TensorInterface.from_json(t) for t in data["inputs"]),
             tuple(TensorInterface.from_json(t) for t in data["outputs"]),
+            tuple(ModelCheck.from_json(c) for c in data.get("checks", ())),
+            data.get("extras", 0),
         )
 
 
@@ -172,16 +186,32 @@ def splice(model: ModelProto, level2_of: Level2Of) -> SplicedModel:
     onnx_importer.NodeImporter.define_function(info.main_graph, module).import_all()
     level2 = level2_of(imported.signatures.values())
     verify_level2(level2)
+    checks = {f.name: function_checks(f) for f in signature_functions(level2)}
     guards = add_guards(level2)
+    keep_bf16_roundings(level2)
     functions = ir.Module.parse(str(level2), context)
     with context, ir.Location.unknown():
         body = module.regions[0].blocks[0]
         main = _main_function(ir, body)
         callees = _move_functions(ir, functions, body, _opset(model))
+        extras: list[Any] = []
+        model_checks: list[ModelCheck] = []
         for node in _lossgrad_operators(ir, module, guards):
             name = ir.StringAttr(node.attributes["name"]).value.removeprefix("onnx.")
-            _replace_with_call(ir, node, callees[guards[name]])
+            node_checks = checks[name]
+            if node_checks is not None and node.operation.parent.name != "func.func":
+                raise WholeModelError(
+                    f"an {node_checks.op} node inside a control-flow region: its value check "
+                    "cannot reach the host from there on the IREE target"
+                )
+            counted = _replace_with_call(ir, node, callees[guards[name]], node_checks)
+            model_checks += _extra_results(node_checks, counted, extras)
+        _return_extras(ir, main, extras)
         interface = interface_of(model, ir.StringAttr(main.attributes["sym_name"]).value)
+        interface = ModelInterface(
+            interface.function, interface.inputs, interface.outputs, tuple(model_checks),
+            len(extras),
+        )  # fmt: skip
         main.attributes["iree.reflection"] = ir.DictAttr.get(
             {INTERFACE_KEY: ir.StringAttr.get(interface.to_json())}
         )
@@ -234,8 +264,12 @@ def _lossgrad_operators(ir: Any, module: Any, guards: dict[str, str]) -> list[An
     return found
 
 
-def _replace_with_call(ir: Any, node: Any, callee: Any) -> None:
-    """torch values → builtin tensors of the callee's types → call → back to torch."""
+def _replace_with_call(
+    ir: Any, node: Any, callee: Any, checks: FunctionChecks | None
+) -> tuple[list[Any], list[Any]]:
+    """torch values → builtin tensors of the callee's types → call → back to torch. The
+    call's check counts and the sizes its checks' messages name (0-d i64 builtin tensors,
+    `_slot_sizes`), for `_extra_results`."""
     callee_type = ir.FunctionType(ir.TypeAttr(callee.attributes["function_type"]).value)
     result_type = node.results[0].type
     # An absent optional input ("" in the node) is imported as a none value: the level-2
@@ -260,8 +294,83 @@ def _replace_with_call(ir: Any, node: Any, callee: Any) -> None:
         back = ir.Operation.create(
             "torch_c.from_builtin_tensor", results=[result_type], operands=[result]
         )
+        counts = list(call.results)[1:]
+        sizes = _slot_sizes(ir, checks, arguments)
     node.results[0].replace_all_uses_with(back.results[0])
     node.erase()
+    return counts, sizes
+
+
+def _slot_sizes(ir: Any, checks: FunctionChecks | None, arguments: Sequence[Any]) -> list[Any]:
+    """Per dimension slot of the checks, in order: that size as a 0-d i64 tensor."""
+    sizes = []
+    for check in checks.checks if checks is not None else ():
+        for source in check.slots.values():
+            if "input" not in source:
+                continue
+            axis = ir.Operation.create(
+                "arith.constant",
+                results=[ir.IndexType.get()],
+                attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), source["axis"])},
+            )
+            dim = ir.Operation.create(
+                "tensor.dim",
+                results=[ir.IndexType.get()],
+                operands=[arguments[source["input"]], axis.results[0]],
+            )
+            i64 = ir.IntegerType.get_signless(64)
+            cast = ir.Operation.create("arith.index_cast", results=[i64], operands=[dim.results[0]])
+            element = ir.Operation.create(
+                "tensor.from_elements",
+                results=[ir.RankedTensorType.get([], i64)],
+                operands=[cast.results[0]],
+            )
+            sizes.append(element.results[0])
+    return sizes
+
+
+def _extra_results(
+    checks: FunctionChecks | None, counted: tuple[list[Any], list[Any]], extras: list[Any]
+) -> list[ModelCheck]:
+    """The node's counts and slot sizes appended to `extras`; its checks by their places."""
+    if checks is None:
+        return []
+    counts, sizes = counted
+    found = []
+    size_values = iter(sizes)
+    for check in checks.checks:
+        extras.append(counts[check.result - 1])
+        count = len(extras) - 1
+        slots: dict[str, dict[str, int]] = {}
+        for slot, source in check.slots.items():
+            if "input" in source:
+                extras.append(next(size_values))
+                slots[slot] = {"output": len(extras) - 1}
+            else:
+                slots[slot] = dict(source)
+        found.append(ModelCheck(checks.op, check.rule, count, slots))
+    return found
+
+
+def _return_extras(ir: Any, main: Any, extras: Sequence[Any]) -> None:
+    """Return `extras` (builtin 0-d i64 tensors) after the main function's results."""
+    if not extras:
+        return
+    block = main.regions[0].blocks[0]
+    ret = list(block.operations)[-1].operation
+    torch_i64 = ir.Type.parse("!torch.vtensor<[],si64>")
+    with ir.InsertionPoint(ret), ret.location:
+        converted = [
+            ir.Operation.create(
+                "torch_c.from_builtin_tensor", results=[torch_i64], operands=[value]
+            ).results[0]
+            for value in extras
+        ]
+        ir.Operation.create("func.return", operands=[*ret.operands, *converted])
+    ret.erase()
+    old = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    new = ir.FunctionType.get(list(old.inputs), [*old.results, *[torch_i64] * len(extras)])
+    main.attributes["function_type"] = ir.TypeAttr.get(new)
 
 
 def _to_builtin(ir: Any, value: Any) -> Any:
@@ -285,7 +394,8 @@ def _builtin_type(ir: Any, torch_type: Any) -> Any:
             "value around the node needs a known element type and rank"
         )
     dims: Sequence[str] = [d for d in match["dims"].split(",") if d]
-    return ir.Type.parse("tensor<" + "".join(f"{d}x" for d in dims) + match["element"] + ">")
+    element = _SIGNED.sub(r"i\1", match["element"])  # torch's si64 is a signless i64
+    return ir.Type.parse("tensor<" + "".join(f"{d}x" for d in dims) + element + ">")
 
 
 def compile_whole_model(

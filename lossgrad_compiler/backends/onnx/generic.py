@@ -1,9 +1,11 @@
 """`linalg.generic` → ONNX: indexing maps become ONNX broadcasting, reduction iterators a
 `ReduceSum`.
 
-The maps of level 2 are right-aligned: an operand of rank r reads `d{n-r+j}` (or the constant
-0 at a static size-1 dimension) in its dimension j, which is exactly how ONNX aligns
-dimensions, so operands enter the body unchanged. The body's scalar ops then run on whole
+The elementwise operators' maps are right-aligned: an operand of rank r reads `d{n-r+j}` (or
+the constant 0 at a static size-1 dimension) in its dimension j, which is exactly how ONNX
+aligns dimensions, so those operands enter the body unchanged; an order-preserving map that
+skips loops (the classification operators') gets its size-1 dimensions first, and
+`linalg.index` is a Range on its axis (alignment.py). The body's scalar ops then run on whole
 tensors. Each value records the iteration axes along which it has the full extent; an
 `Expand` is added only where the result must have an extent that no operand of its
 computation had (a reduction over an axis the summand does not vary along, or an output
@@ -15,10 +17,11 @@ the rule fails in ONNX Runtime instead of returning numbers for other shapes."""
 
 from __future__ import annotations
 
-from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import SSAValue
 
 from lossgrad_compiler import level2
+from lossgrad_compiler.backends.onnx.alignment import aligned_operand, check_output_map
 from lossgrad_compiler.backends.onnx.size_check import (
     SizePair,
     emit_size_check,
@@ -43,7 +46,10 @@ def translate_generic(t: Translation, op: GenericOp) -> Value:
     generic = level2.analyze_generic(op)
     loops = generic.loops
     output = generic.output
+    check_output_map(output.index_map, loops)
     body = t.nested()
+    if any(isinstance(o, IndexOp) for o in generic.body_ops):
+        body.loop_sizes = tuple(_iteration_shape(t, generic))
     pairs = equal_size_pairs(t, generic)
     ok = emit_size_check(t, pairs) if pairs else None
     values = [t.tensor(operand.value, op) for operand in generic.inputs]
@@ -51,7 +57,11 @@ def translate_generic(t: Translation, op: GenericOp) -> Value:
     for i, operand in enumerate(generic.inputs):
         value = values[i]
         name = gate(t, value.name, value.rank, ok) if i in gated and ok else value.name
-        body.env[operand.block_arg] = Tensor(name, value.rank, _axes(operand))
+        body.env[operand.block_arg] = (
+            aligned_operand(t, name, operand.index_map, loops)
+            if operand.reads
+            else Tensor(name, value.rank, _axes(operand))  # never read: no alignment nodes
+        )
     body.env[output.block_arg] = Accumulator()
     out_axes = _axes(output)
     reduced = frozenset(k for k, r in enumerate(generic.reduction_loops) if r)

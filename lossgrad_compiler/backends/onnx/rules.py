@@ -3,14 +3,19 @@
 Scalar ops become ONNX elementwise ops: inside a linalg.generic body their operands are
 tensors aligned to the iteration space, so ONNX broadcasting does what the indexing maps say;
 outside a body they are rank-0 tensors. `arith.constant` stays symbolic (values.py) until a
-node needs it, so a constant that only initialises an accumulator costs no node."""
+node needs it, so a constant that only initialises an accumulator costs no node.
+
+The integer ops of the classification operators (level2.CLASS_OPS: comparisons of class
+indices, i1 logic, widenings, the check's count) are ONNX's integer and bool ops; `index`
+values are int64 in ONNX, so `i64` and `index` need no Cast between them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Operation
 
 from lossgrad_compiler import level2
@@ -38,6 +43,20 @@ _COMPARISON_OF_RELATION = {
 }
 
 
+_INTEGER_COMPARISON: dict[str, tuple[str, bool]] = {
+    "eq": ("Equal", False),
+    "ne": ("Equal", True),
+    "slt": ("Less", False),
+    "sle": ("LessOrEqual", False),
+    "sgt": ("Greater", False),
+    "sge": ("GreaterOrEqual", False),
+}
+"""(ONNX comparison, negate) of each signed `arith.cmpi` predicate; ONNX compares integers
+as signed, so the unsigned predicates have no counterpart."""
+
+_BOOLEAN: dict[type[Operation], str] = {arith.AndIOp: "And", arith.XOrIOp: "Xor"}
+
+
 def onnx_comparison(predicate: level2.Predicate) -> tuple[str, bool] | None:
     """(ONNX comparison, negate) computing `predicate`, NaN operands included, or None. Every
     ONNX comparison is false on NaN, which is an ordered predicate's answer; an unordered
@@ -53,7 +72,11 @@ class OnnxScalarOps(level2.ScalarOpDispatch[Value]):
     """Each level-2 scalar op as ONNX nodes of the function being translated."""
 
     BACKEND = "ONNX"
-    REQUIRED = level2.SCALAR_OPS | {arith.UIToFPOp}
+    REQUIRED = (
+        level2.SCALAR_OPS | {arith.UIToFPOp} | (level2.CLASS_OPS - {IndexOp, arith.IndexCastOp})
+    )
+    """Every body op but `linalg.index` (it needs the loop sizes: generic.py) and
+    `index_cast` (index arithmetic too: bookkeeping.py)."""
 
     def __init__(self, translation: Translation) -> None:
         self.t = translation
@@ -85,6 +108,42 @@ class OnnxScalarOps(level2.ScalarOpDispatch[Value]):
             name = self.t.sink.add("Not", [result.name], "not")
             result = Tensor(name, result.rank, result.axes)
         return result
+
+    @level2.rule(arith.CmpiOp)
+    def compare_integers(self, op: arith.CmpiOp, operands: Sequence[Value]) -> Value:
+        predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        found = _INTEGER_COMPARISON.get(predicate)
+        if found is None:
+            raise level2.Level2ContractError(op, f"predicate '{predicate}' has no ONNX comparison")
+        onnx_op, negate = found
+        result = self.emit(op, onnx_op, operands)
+        if negate:
+            result = Tensor(self.t.sink.add("Not", [result.name], "not"), result.rank, result.axes)
+        return result
+
+    @level2.rule(*_BOOLEAN)
+    def logic(self, op: Operation, operands: Sequence[Value]) -> Value:
+        """`andi`/`xori` on i1: ONNX And/Xor (bool). Wider integers are not level 2 here."""
+        result_type = op.results[0].type
+        if not (isinstance(result_type, IntegerType) and result_type.width.data == 1):
+            raise level2.Level2ContractError(op, "integer logic is level 2 on i1 only")
+        return self.emit(op, _BOOLEAN[type(op)], operands)
+
+    @level2.rule(arith.AddiOp)
+    def add_integers(self, op: arith.AddiOp, operands: Sequence[Value]) -> Value:
+        return self.emit(op, "Add", operands)
+
+    @level2.rule(arith.ExtSIOp, arith.ExtUIOp)
+    def widen_integer(self, op: Operation, operands: Sequence[Value]) -> Value:
+        """`extsi` (an i32 class index to i64) and `extui` of an i1 (true is 1): a Cast, which
+        sign-extends ONNX's (signed) integers and maps bool to 0/1. ONNX has no unsigned
+        view of a signed integer, so `extui` of a wider integer has no Cast."""
+        source = op.operands[0].type
+        if isinstance(op, arith.ExtUIOp) and not (
+            isinstance(source, IntegerType) and source.width.data == 1
+        ):
+            raise level2.Level2ContractError(op, "extui is level 2 from i1 only")
+        return self.emit(op, "Cast", operands, to=element_type_of(op.results[0].type, op))
 
     @level2.rule(arith.ExtFOp, arith.TruncFOp, arith.UIToFPOp)
     def convert(self, op: Operation, operands: Sequence[Value]) -> Value:

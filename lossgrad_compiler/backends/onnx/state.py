@@ -28,6 +28,8 @@ class Translation(Protocol):
 
     sink: NodeSink
     env: MutableMapping[SSAValue, Value]
+    loop_sizes: tuple[ShapeEntry, ...] | None
+    """In a generic body that reads `linalg.index`: the size of each loop (else None)."""
 
     @property
     def scalar_ops(self) -> ScalarEmitter: ...

@@ -8,15 +8,16 @@ outputs. An op without a rule is an error, never a silent skip (docs/level2.md).
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from onnx import NodeProto, helper
 from xdsl.dialects import func
-from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Block, Operation, SSAValue
 
+from lossgrad_compiler.backends.onnx.alignment import loop_position
 from lossgrad_compiler.backends.onnx.bookkeeping import BOOKKEEPING_RULES
 from lossgrad_compiler.backends.onnx.generic import translate_generic
 from lossgrad_compiler.backends.onnx.rules import OnnxScalarOps
@@ -33,7 +34,14 @@ from lossgrad_compiler.backends.onnx.values import (
     Tensor,
     Value,
 )
-from lossgrad_compiler.level2 import Level2ContractError, read_identity, read_inputs
+from lossgrad_compiler.level2 import (
+    Level2Check,
+    Level2ContractError,
+    analyze_function,
+    read_checks,
+    read_identity,
+    read_inputs,
+)
 
 
 class Translator:
@@ -42,6 +50,7 @@ class Translator:
     def __init__(self, sink: NodeSink, scalar_ops: type[OnnxScalarOps] = OnnxScalarOps) -> None:
         self.sink = sink
         self.env: MutableMapping[SSAValue, Value] = {}
+        self.loop_sizes: tuple[ShapeEntry, ...] | None = None
         self.scalar_ops = scalar_ops(self)
 
     def lookup(self, value: SSAValue, op: Operation) -> Value:
@@ -94,12 +103,19 @@ class Translator:
             d if d is not None else DimOf(tensor.name, len(dims), j) for j, d in enumerate(dims)
         )
 
-    def run_block(self, block: Block, stop: Callable[[Operation], bool]) -> Operation:
-        """Translate the ops of `block` up to the first op for which `stop` holds; return it."""
+    def run_block(
+        self,
+        block: Block,
+        stop: Callable[[Operation], bool],
+        skip: Collection[Operation] = (),
+    ) -> Operation:
+        """Translate the ops of `block` but `skip` up to the first op for which `stop` holds;
+        return it."""
         for op in block.ops:
             if stop(op):
                 return op
-            self.run_ops([op])
+            if op not in skip:
+                self.run_ops([op])
         raise Level2ContractError(None, "block has no terminator")
 
     def run_ops(self, ops: Iterable[Operation]) -> None:
@@ -125,8 +141,10 @@ class Translator:
 _STRUCTURE_RULES: dict[type[Operation], Callable[[Translator, Any], Value]] = {
     **BOOKKEEPING_RULES,
     GenericOp: translate_generic,
+    IndexOp: loop_position,
 }
-"""Ops that are not scalar: index arithmetic, tensor bookkeeping and the generics."""
+"""Ops that are not scalar: index arithmetic, tensor bookkeeping, the generics and the loop
+positions in their bodies."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,8 @@ class TranslatedFunction:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[NodeProto, ...]
+    unchecked: tuple[str, ...] = ()
+    """The rule keys of the function's checks that these nodes do not compute (checks.py)."""
 
 
 def translate_function(
@@ -155,7 +175,12 @@ def translate_function(
     names from its identity attributes (`lossgrad.op_type`, `lossgrad.inputs`): its
     arguments are the inputs given, and the result's `inputs` are positional (an absent
     optional input before a given one keeps its place). `scalar_ops` is the dispatch of the
-    scalar ops (a subclass adds an op: docs/level2.md, "Adding a level-2 op")."""
+    scalar ops (a subclass adds an op: docs/level2.md, "Adding a level-2 op").
+
+    A function with checks (`lossgrad.checks`) returns their counts after the gradient. They
+    are translated when `output_names` names every result; with one name (the operator's
+    output by default, as a node has one) the check generics are left out and their rules
+    listed in `unchecked`: standard ONNX cannot raise on a value (checks.py)."""
     positional: Sequence[str] | None = None
     if input_names is None or output_names is None:
         op_spec, _ = read_identity(function)
@@ -173,21 +198,36 @@ def translate_function(
     translator = Translator(sink, scalar_ops)
     for arg, name in zip(block.args, input_names, strict=True):
         translator.env[arg] = Tensor(name, len(static_shape(arg.type)))
-    ret = translator.run_block(block, lambda op: isinstance(op, func.ReturnOp))
-    if len(ret.operands) != len(output_names):
+    left_out = _checks_left_out(function, len(output_names))
+    skip = {check.generic.op for check in left_out}
+    ret = translator.run_block(block, lambda op: isinstance(op, func.ReturnOp), skip)
+    dropped = {check.result_index for check in left_out}
+    returned = [v for k, v in enumerate(ret.operands) if k not in dropped]
+    if len(returned) != len(output_names):
         raise Level2ContractError(
             ret, f"returns {len(ret.operands)} values, {len(output_names)} names were given"
         )
     produced = {out for node in sink.nodes for out in node.output}
     renamed: dict[str, str] = {}
-    for value, name in zip(ret.operands, output_names, strict=True):
+    for value, name in zip(returned, output_names, strict=True):
         result = translator.tensor(value, ret).name
         if result in produced and result not in renamed:
             renamed[result] = name
         else:
             sink.nodes.append(_identity(renamed.get(result, result), name))
     inputs = tuple(positional if positional is not None else input_names)
-    return TranslatedFunction(inputs, tuple(output_names), _rename(sink.nodes, renamed))
+    nodes = _rename(sink.nodes, renamed)
+    unchecked = tuple(check.rule for check in left_out)
+    return TranslatedFunction(inputs, tuple(output_names), nodes, unchecked)
+
+
+def _checks_left_out(function: func.FuncOp, names: int) -> tuple[Level2Check, ...]:
+    """The function's checks, when `names` output names leave exactly their results out."""
+    rules = read_checks(function)
+    results = len(function.function_type.outputs)
+    if not rules or names != results - len(rules):
+        return ()
+    return analyze_function(function).checks
 
 
 def _identity(source: str, name: str) -> NodeProto:

@@ -9,6 +9,7 @@ import math
 from xdsl.dialects.builtin import IndexType, IntegerType
 from xdsl.ir import Attribute
 
+from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.dialects.lossgrad import element_float_type
 
@@ -24,8 +25,9 @@ def cxx_type(t: Attribute) -> str:
         width = t.width.data
         if width == 1:
             return "bool"
-        if width == 64:
-            return "int64_t"
+        for index_type in spec.INDEX_TYPES:  # a class index (a target): int64_t, int32_t
+            if width == index_type.bits:
+                return index_type.cxx
     raise OrtBackendError(f"the ORT backend has no C++ type for {t}")
 
 

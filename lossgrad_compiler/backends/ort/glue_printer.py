@@ -165,7 +165,13 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
                 f"    a->{field} = x;\n  }}\n"
             )
             continue
-        assert attribute.choices is not None
+        if attribute.choices is None:  # a free INT (ignore_index): the value itself
+            fields.append(f"  int64_t {field};  // the value")
+            values.append(
+                f"  a->{field} = {read}.type == AttrType::kAbsent ? "
+                f"int64_t{{{int(attribute.default)}}} : {read}.i;\n"
+            )
+            continue
         fields.append(f"  int {field};  // index among the choices")
         default_index = attribute.choices.index(attribute.default)
         if attribute.kind is spec.AttrKind.STRING:
@@ -187,7 +193,7 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
             f"    if (found < 0) return invalid({value_message}({member}));\n"
             f"    a->{field} = found;\n  }}\n"
         )
-    if op.optional_inputs:
+    if op.optional_inputs and not op.has_classes:
         fields.append("  Promotion promotion;  // the compute type (print_compute_dispatch)")
         values.append("  a->promotion = declared_promotion(info);\n")
     unknown = unknown_attribute_message(op)
@@ -335,7 +341,7 @@ def print_compute(
     )
 
 
-def print_registration(ops: list[spec.OperatorSpec]) -> str:
+def print_registration(ops: list[spec.OperatorSpec], extra: list[str] | None = None) -> str:
     """The table of custom ops and RegisterCustomOps: each op once per combination of its
     required inputs' element types (an optional input takes any type), run by the compute
     function of its kernel types, or, where optional inputs may widen the compute type, by
@@ -358,6 +364,7 @@ def print_registration(ops: list[spec.OperatorSpec]) -> str:
                 f"{{{listed}}}, {len(spec.INPUT_NAMES)}, {_onnx_type(types.result)}, "
                 f"create_{name}, {compute}, destroy_{name}),"
             )
+    entries += extra or []
     return (
         "std::vector<CustomOp>& all_ops() {\n"
         "  static std::vector<CustomOp> ops = {\n" + "\n".join(entries) + "\n  };\n"

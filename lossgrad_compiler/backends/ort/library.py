@@ -1,7 +1,9 @@
 """The complete C++ source of the native ONNX Runtime kernel library.
 
 One translation unit: the generic runtime pieces (cxx/*.h, hand-written, operator-free), the
-variants printed from level-2 IR, and the glue generated from spec.py. It includes only the
+variants printed from level-2 IR (the broadcast operators' for cxx/iteration.h, the
+classification operators' as loop nests: class_variants.py, nest_printer.py), and the glue
+generated from spec.py (class_glue.py for the classification operators). It includes only the
 C++ standard library and onnxruntime_c_api.h, and exports only RegisterCustomOps."""
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.cxx_messages import print_message_tables
 from lossgrad_compiler.backends.cxx_shapes import lossgrad_shapes_source
+from lossgrad_compiler.backends.ort.class_glue import (
+    class_registrations,
+    class_type_names,
+    print_class_glue,
+)
+from lossgrad_compiler.backends.ort.class_variants import (
+    all_class_variants,
+    lowered_class_functions,
+)
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.glue_printer import (
     print_attribute_reader,
@@ -23,6 +34,7 @@ from lossgrad_compiler.backends.ort.glue_printer import (
     print_registration,
     print_shape_checks,
 )
+from lossgrad_compiler.backends.ort.nest_printer import NEST_PRELUDE, print_nest_function
 from lossgrad_compiler.backends.ort.variants import (
     LoweredVariant,
     class_label,
@@ -144,7 +156,7 @@ def library_source(module: ModuleOp) -> str:
     lowered = {f.name: f for f in level2.signature_functions(module)}
     variants = _Variants()
     glue: list[str] = []
-    for op in spec.OPERATORS.values():
+    for op in spec.BROADCAST_OPERATORS.values():
         glue.append(print_attribute_reader(op))
         glue.append(print_shape_checks(op))
         for types, inputs in kernel_signatures(op).items():
@@ -177,5 +189,18 @@ def library_source(module: ModuleOp) -> str:
     parts += variants.texts()
     parts.append("}  // namespace variants\n\n")
     parts += glue
-    parts.append(print_registration(list(spec.OPERATORS.values())))
+    lowered_nests = lowered_class_functions()
+    nests = {
+        v.name: f"// {v.name} serves {v.label}\n"
+        + print_nest_function(lowered_nests[v.name], v.name)
+        for v in all_class_variants()
+    }
+    parts += [NEST_PRELUDE, class_type_names()]
+    parts += list(nests.values())
+    extra = []
+    for op in spec.CLASS_OPERATORS.values():
+        parts.append(print_attribute_reader(op))
+        parts.append(print_class_glue(op, nests))
+        extra += class_registrations(op)
+    parts.append(print_registration(list(spec.BROADCAST_OPERATORS.values()), extra))
     return "\n".join(parts)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Operation, SSAValue
 
 from lossgrad_compiler import level2
@@ -24,7 +25,7 @@ class CxxScalarOps(CxxFloatArithmetic):
     """The level-2 scalar and count ops as C++ expressions of the kernel library."""
 
     BACKEND = "ORT C++"
-    REQUIRED = level2.SCALAR_OPS | level2.COUNT_OPS
+    REQUIRED = level2.SCALAR_OPS | level2.COUNT_OPS | level2.CLASS_OPS
 
     @level2.rule(math.ExpOp)
     def exp(self, op: Operation, a: Sequence[str]) -> str:
@@ -54,6 +55,37 @@ class CxxScalarOps(CxxFloatArithmetic):
     def index_cast(self, op: Operation, a: Sequence[str]) -> str:
         return f"static_cast<{cxx_type(op.results[0].type)}>({a[0]})"
 
+    @level2.rule(IndexOp)
+    def index(self, op: IndexOp, a: Sequence[str]) -> str:
+        # nest_printer.py names loop k's position i<k> (an int64_t, never negative)
+        return f"static_cast<uint64_t>(i{op.dim.value.data})"
+
+    @level2.rule(arith.CmpiOp)
+    def cmpi(self, op: arith.CmpiOp, a: Sequence[str]) -> str:
+        predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        symbol = _CMPI.get(predicate)
+        if symbol is None:  # the unsigned ones are not level 2
+            raise level2.Level2ContractError(op, f"cmpi {predicate} is not level 2")
+        return f"{a[0]} {symbol} {a[1]}"
+
+    @level2.rule(arith.AndIOp)
+    def andi(self, op: Operation, a: Sequence[str]) -> str:
+        return f"{a[0]} && {a[1]}" if _is_flag(op) else f"{a[0]} & {a[1]}"
+
+    @level2.rule(arith.XOrIOp)
+    def xori(self, op: Operation, a: Sequence[str]) -> str:
+        return f"{a[0]} != {a[1]}" if _is_flag(op) else f"{a[0]} ^ {a[1]}"
+
+    @level2.rule(arith.ExtSIOp, arith.ExtUIOp)
+    def extend(self, op: Operation, a: Sequence[str]) -> str:
+        # a bool converts to 0 or 1 (extui); a signed index keeps its value (extsi)
+        return f"static_cast<{cxx_type(op.results[0].type)}>({a[0]})"
+
+    @level2.rule(arith.AddiOp)
+    def addi(self, op: Operation, a: Sequence[str]) -> str:
+        # a count, far from overflow (at most the elements of one tensor)
+        return f"{a[0]} + {a[1]}"
+
     @level2.rule(arith.UIToFPOp)
     def uitofp(self, op: Operation, a: Sequence[str]) -> str:
         return f"static_cast<{cxx_type(op.results[0].type)}>(static_cast<uint64_t>({a[0]}))"
@@ -67,6 +99,14 @@ class CxxScalarOps(CxxFloatArithmetic):
         if isinstance(value, IntegerAttr):
             return f"static_cast<{out_type}>({int(value.value.data)})"
         raise level2.Level2ContractError(op, f"only scalar constants are level 2, got {value}")
+
+
+_CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
+"""The signed integer comparisons of level 2 as C++ operators (on int64_t operands)."""
+
+
+def _is_flag(op: Operation) -> bool:
+    return cxx_type(op.results[0].type) == "bool"
 
 
 class KernelScalarOps(CxxScalarOps):

@@ -198,10 +198,11 @@ def variant_signatures(op: spec.OperatorSpec, inputs: Inputs) -> list[VariantSig
 
 
 def library_signatures() -> list[Signature]:
-    """The signatures of every variant of the library, to be lowered in LIBRARY_FORM."""
+    """The signatures of the broadcast operators' variants, to be lowered in LIBRARY_FORM
+    (the classification operators' are class_variants.py's loop nests)."""
     return [
         v.signature
-        for op in spec.OPERATORS.values()
+        for op in spec.BROADCAST_OPERATORS.values()
         for inputs in kernel_signatures(op).values()
         for v in variant_signatures(op, inputs)
     ]

@@ -195,3 +195,59 @@ ascendc.kernel @k attributes {arg_names = ["a", "b", "c", "o"], num_inputs = 3 :
   }
 }
 // CHECK: !ascendc.local<i1>
+
+// -----
+
+// An element loop reads through maps over its own loops only.
+ascendc.kernel @k attributes {arg_names = ["a", "b", "c", "o"], num_inputs = 3 : i64} {
+^bb0(%a: !ascendc.gm<f32>, %b: !ascendc.gm<f32>, %c: !ascendc.gm<i64>, %o: !ascendc.gm<f32>):
+  %q = ascendc.queue VECOUT depth 1 buffers 2 : !ascendc.queue<f32>
+  ascendc.tile_loop copy_in {
+  ^bb0(%off: index, %cnt: index):
+  } compute {
+  ^bb0(%off: index, %cnt: index):
+    %t = ascendc.alloc %q : !ascendc.queue<f32> -> !ascendc.local<f32>
+    ascendc.element_loop %t, %cnt rank 2 {
+    ^bb0(%k: index):
+      %v = ascendc.read_element %a map affine_map<(d0) -> (d0)> : !ascendc.gm<f32> -> f32
+      ascendc.store_element %v : f32
+    } : !ascendc.local<f32>
+    ascendc.enque %q, %t : !ascendc.queue<f32>, !ascendc.local<f32>
+  } copy_out {
+  ^bb0(%off: index, %cnt: index):
+    %r = ascendc.deque %q : !ascendc.queue<f32> -> !ascendc.local<f32>
+    ascendc.free %q, %r : !ascendc.queue<f32>, !ascendc.local<f32>
+  }
+}
+// CHECK: 'ascendc.read_element' map reads loops of the element_loop (or a constant 0)
+
+// -----
+
+// An element loop stores the tile's element type (a class index is not stored).
+ascendc.kernel @k attributes {arg_names = ["a", "b", "c", "o"], num_inputs = 3 : i64} {
+^bb0(%a: !ascendc.gm<f32>, %b: !ascendc.gm<f32>, %c: !ascendc.gm<i64>, %o: !ascendc.gm<f32>):
+  %q = ascendc.queue VECOUT depth 1 buffers 2 : !ascendc.queue<f32>
+  ascendc.tile_loop copy_in {
+  ^bb0(%off: index, %cnt: index):
+  } compute {
+  ^bb0(%off: index, %cnt: index):
+    %t = ascendc.alloc %q : !ascendc.queue<f32> -> !ascendc.local<f32>
+    ascendc.element_loop %t, %cnt rank 1 {
+    ^bb0(%k: index):
+      %v = ascendc.read_element %c map affine_map<(d0) -> (d0)> : !ascendc.gm<i64> -> i64
+      ascendc.store_element %v : i64
+    } : !ascendc.local<f32>
+    ascendc.enque %q, %t : !ascendc.queue<f32>, !ascendc.local<f32>
+  } copy_out {
+  ^bb0(%off: index, %cnt: index):
+    %r = ascendc.deque %q : !ascendc.queue<f32> -> !ascendc.local<f32>
+    ascendc.free %q, %r : !ascendc.queue<f32>, !ascendc.local<f32>
+  }
+}
+// CHECK: 'ascendc.store_element' stores the tile's element type
+
+// -----
+
+// A local tile holds floats or a mask, never a class index (only GM does).
+%x = "test.op"() : () -> !ascendc.local<i64>
+// CHECK: ascendc.local element type must be one of f16, bf16, f32, i1, got i64

@@ -1,0 +1,206 @@
+"""Print a whole level-2 function as one scalar C++ loop nest per generic: the form of the
+kernels whose maps the broadcast iteration of cxx/iteration.h cannot run (order-preserving
+maps that skip loops, `linalg.index`, integer operands, the target check's count).
+
+The printer reads the function op by op, one rule per construct: scalar ops above the bodies
+through the scalar-op dispatch (scalar_ops.py), `tensor.dim` as the run-time extent of an
+argument, `tensor.empty` as the output (rank > 0) or a local scalar (0-d), `linalg.fill` as
+stores, a `linalg.generic` as a loop nest whose operand offsets come from its index maps
+(dimension j of an operand read by loop k advances by the operand's row-major stride j per
+step of k; a constant-0 entry reads position 0). No offset depends on a value read: the
+bodies only compare a target with the class position (docs/level2.md), so no kernel reads
+or writes outside its buffers whatever the target holds. `func.return`'s first result is the
+output; every further one (a check's count) is stored in `counts`.
+
+The variants are lowered in the run-time-parameter form: the parameter `%ignore_index`
+(level2.PARAMETER_IGNORE_INDEX) is the node's value, which the glue passes as
+`NestCall::ignore_index`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.linalg.ops import FillOp, GenericOp
+from xdsl.ir import BlockArgument, SSAValue
+
+from lossgrad_compiler import level2
+from lossgrad_compiler.backends.ort.cxx_text import cxx_type
+from lossgrad_compiler.backends.ort.errors import OrtBackendError
+from lossgrad_compiler.backends.ort.scalar_ops import ScalarPrinter
+
+NEST_PRELUDE = """\
+// The arguments of a loop-nest kernel (backends/ort/nest_printer.py): the function's
+// arguments in order, the output, the run-time integer attribute.
+struct NestCall {
+  const void* data[kNumOperands] = {};
+  lossgrad_shapes::Dims dims[kNumOperands];
+  void* out = nullptr;
+  int64_t ignore_index = 0;
+};
+"""
+
+
+@dataclass
+class _Buffer:
+    pointer: str  # a C++ pointer expression
+    element: str  # its C++ element type
+    dims: list[str]  # C++ extents
+
+
+def print_nest_function(function: level2.Level2Function, name: str) -> str:
+    """`inline void <name>(const NestCall& c, int64_t* counts)`: the whole function."""
+    return _NestPrinter(function).print(name)
+
+
+class _NestPrinter:
+    def __init__(self, fn: level2.Level2Function) -> None:
+        self.fn = fn
+        self.scalars = ScalarPrinter()
+        self.buffers: dict[SSAValue, _Buffer] = {}
+        self.lines: list[str] = []
+        self.generics = {g.op: g for g in (fn.main, *(c.generic for c in fn.checks))}
+        self.locals = 0
+
+    def print(self, name: str) -> str:
+        block = self.fn.function.body.block
+        for k, arg in enumerate(block.args):
+            self._bind_argument(k, arg)
+        for op in block.ops:
+            self._print_op(op)
+        body = "".join(f"  {line}\n" for line in self.lines)
+        return (
+            f"inline void {name}([[maybe_unused]] const NestCall& c, "
+            f"[[maybe_unused]] int64_t* counts) {{\n{body}}}\n"
+        )
+
+    def _bind_argument(self, k: int, arg: BlockArgument) -> None:
+        t = arg.type
+        if not isinstance(t, TensorType):
+            if self.fn.parameters.get(level2.PARAMETER_IGNORE_INDEX) is not arg:
+                raise OrtBackendError(
+                    f"@{self.fn.name}: a loop nest takes no run-time parameter but ignore_index"
+                )
+            self.scalars.bind(arg, f"static_cast<{cxx_type(t)}>(c.ignore_index)")
+            return
+        element = cxx_type(t.element_type)
+        dims = [f"c.dims[{k}][{j}]" if d < 0 else str(d) for j, d in enumerate(t.get_shape())]
+        self.buffers[arg] = _Buffer(f"static_cast<const {element}*>(c.data[{k}])", element, dims)
+
+    def _emit(self, line: str, depth: int = 0) -> None:
+        self.lines.append("  " * depth + line)
+
+    def _flush_scalars(self, depth: int, start: int) -> None:
+        for line in self.scalars.lines[start:]:
+            self._emit(line, depth)
+
+    def _print_op(self, op: object) -> None:
+        start = len(self.scalars.lines)
+        if isinstance(op, tensor.DimOp):
+            source = self.buffers[SSAValue.get(op.source)]
+            index = SSAValue.get(op.index).owner
+            if not isinstance(index, arith.ConstantOp):
+                raise OrtBackendError("tensor.dim of a non-constant dimension")
+            axis = int(level2.constant_value(index))
+            self.scalars.bind(op.result, f"static_cast<uint64_t>({source.dims[axis]})")
+        elif isinstance(op, tensor.EmptyOp):
+            self._empty(op)
+        elif isinstance(op, FillOp):
+            self._fill(op)
+        elif isinstance(op, GenericOp):
+            self._generic(op)
+        elif isinstance(op, func.ReturnOp):
+            self._return(op)
+        else:
+            self.scalars.print_op(op)  # type: ignore[arg-type]
+        self._flush_scalars(0, start)
+
+    def _empty(self, op: tensor.EmptyOp) -> None:
+        t = op.tensor.type
+        assert isinstance(t, TensorType)
+        element = cxx_type(t.element_type)
+        shape = t.get_shape()
+        if not shape:
+            local = f"local{self.locals}"
+            self.locals += 1
+            self._emit(f"{element} {local} = {{}};")
+            self._emit(f"{element}* const p{local} = &{local};")
+            self.buffers[op.tensor] = _Buffer(f"p{local}", element, [])
+            return
+        sizes = iter(op.dynamic_sizes)
+        dims = [self.scalars.name(SSAValue.get(next(sizes))) if d < 0 else str(d) for d in shape]
+        self.buffers[op.tensor] = _Buffer(
+            f"static_cast<{element}*>(c.out)", element, [f"static_cast<int64_t>({d})" for d in dims]
+        )
+
+    def _fill(self, op: FillOp) -> None:
+        out = self.buffers[SSAValue.get(op.outputs[0])]
+        value = self.scalars.name(SSAValue.get(op.inputs[0]))
+        count = " * ".join(out.dims) or "1"
+        self._emit(
+            f"std::fill({out.pointer}, {out.pointer} + ({count}), "
+            f"static_cast<{out.element}>({value}));"
+        )
+        self.buffers[op.results[0]] = out
+
+    def _generic(self, op: GenericOp) -> None:
+        g = self.generics.get(op)
+        if g is None:
+            raise OrtBackendError(f"@{self.fn.name}: a generic the analysis does not know")
+        operands = [*g.inputs, g.output]
+        buffers = [self.buffers[SSAValue.get(o.value)] for o in operands]
+        self._emit("{")
+        offsets = []
+        for k, (operand, buffer) in enumerate(zip(operands, buffers, strict=True)):
+            terms = []
+            for j, loop in enumerate(operand.index_map):
+                if loop is None:
+                    continue
+                stride = " * ".join(buffer.dims[j + 1 :]) or "1"
+                self._emit(f"  const int64_t s{k}_{j} = {stride};")
+                terms.append(f"i{loop} * s{k}_{j}")
+            offsets.append(" + ".join(terms) or "0")
+        sizes = []
+        for loop, size in enumerate(g.loop_sizes()):
+            if isinstance(size, int):
+                sizes.append(str(size))
+            else:
+                i, axis = size
+                sizes.append(buffers[i].dims[axis])
+            self._emit(f"  const int64_t n{loop} = {sizes[-1]};")
+        depth = 1
+        for loop in range(g.loops):
+            self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
+            depth += 1
+        for k, (operand, buffer) in enumerate(zip(g.inputs, buffers[:-1], strict=True)):
+            load = f"{buffer.pointer}[{offsets[k]}]"
+            self._emit(f"[[maybe_unused]] const {buffer.element} a{k} = {load};", depth)
+            self.scalars.bind(operand.block_arg, f"a{k}")
+        out, out_offset = buffers[-1], offsets[-1]
+        self.scalars.bind(g.output.block_arg, f"{out.pointer}[{out_offset}]")
+        start = len(self.scalars.lines)
+        self.scalars.print_ops(g.body_ops)
+        if g.accumulation is not None:
+            self.scalars.print_op(g.accumulation.add)
+            value = self.scalars.name(g.accumulation.add.result)
+        else:
+            value = self.scalars.name(g.value)
+        self._flush_scalars(depth, start)
+        del self.scalars.lines[start:]
+        self._emit(f"{out.pointer}[{out_offset}] = {value};", depth)
+        for _ in range(g.loops):
+            depth -= 1
+            self._emit("}", depth)
+        self._emit("}")
+        self.buffers[op.results[0]] = out
+
+    def _return(self, op: func.ReturnOp) -> None:
+        for k, value in enumerate(op.arguments):
+            buffer = self.buffers[SSAValue.get(value)]
+            if k == 0:
+                if "c.out" not in buffer.pointer:
+                    raise OrtBackendError(f"@{self.fn.name}: the result is not the output")
+                continue
+            self._emit(f"counts[{k - 1}] = *{buffer.pointer};")
+
