@@ -68,7 +68,10 @@ class AscendcDemo:
             outputs[node.output[0]] = run.output
             shapes[node.output[0]] = run.output.shape
             self.node_projects[run.node] = run.project
-            iteration = np.broadcast_shapes(*(shapes[v] for v in node.input if v))
+            if spec.operator(node.op_type).has_classes:  # the formula runs over self's shape
+                iteration = run.output.shape
+            else:
+                iteration = np.broadcast_shapes(*(shapes[v] for v in node.input if v))
             self.rows.extend(_rows(run, node.op_type, tuple(iteration)))
         return outputs
 

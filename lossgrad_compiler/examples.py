@@ -1,15 +1,18 @@
 """The example model of lossgrad-demo: the loss-gradient part of one training step.
 
-A student classifier is distilled from a teacher (KL divergence on log-probabilities), a
-learnable class prior is fitted to the student's predictions (KL with respect to the
-target), a box-regression head is trained with a smooth L1 loss, a multi-label tag head
-with binary cross entropy on logits (one positive weight per tag, no per-element weight),
-and a value head with a mean squared error. The batch dimension is symbolic ("N"), so one
+A student classifier is distilled from a teacher (KL divergence on log-probabilities) and
+trained on its labels (the negative log-likelihood of its log-probabilities, with a weight
+per class and an "unlabelled" class that is ignored), a learnable class prior is fitted to
+the student's predictions (KL with respect to the target), a box-regression head is trained
+with a smooth L1 loss, a multi-label tag head with binary cross entropy on logits (one
+positive weight per tag, no per-element weight), and a value head with a mean squared
+error. The batch dimension is symbolic ("N"), so one
 model serves every batch size; targets broadcast over the batch, and the inputs mix
 float32, float16 and bfloat16.
 
     node          op                                    reduction   other          result
     kl_student    KlDivBackward                         batchmean   log_target=1   float32[N,10]
+    cls_nll       NLLLossBackward                       mean        weight, ii=3   float32[N,10]
     kl_prior      KlDivTargetBackward                   mean        log_target=0   bfloat16[10]
     box_l1        SmoothL1LossBackward                  none        beta=0.5       float32[N,4]
     tags_bce      BinaryCrossEntropyWithLogitsBackward  mean        pos_weight     float32[N,5]
@@ -29,6 +32,8 @@ from lossgrad_compiler import onnx as lo
 
 BATCH = "N"
 CLASSES = 10
+UNLABELLED = 3
+"""The class the classifier head ignores (its ignore_index)."""
 BOX = 4
 TAGS = 5
 
@@ -37,6 +42,10 @@ INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
     ("grad_kl", "float32", ()),  # d(total loss)/d(kl loss): a 0-d scalar
     ("student_logp", "float32", (BATCH, CLASSES)),
     ("teacher_logp", "float32", (BATCH, CLASSES)),
+    ("grad_cls", "float32", ()),
+    ("labels", "int64", (BATCH,)),  # class indices, UNLABELLED where a sample has none
+    ("cls_total_weight", "float32", ()),  # the forward's sum of the kept samples' weights
+    ("class_weight", "float32", (CLASSES,)),
     ("grad_prior", "float32", ()),
     ("class_prior", "bfloat16", (CLASSES,)),  # broadcast over the batch
     ("grad_box", "float32", (BATCH, BOX)),  # reduction none: one gradient per element
@@ -53,7 +62,7 @@ INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
 
 
 def example_model() -> ModelProto:
-    """The five-node model; graph outputs get their types and shapes from the schemas."""
+    """The six-node model; graph outputs get their types and shapes from the schemas."""
     nodes = [
         lo.make_node(
             "KlDivBackward",
@@ -62,6 +71,14 @@ def example_model() -> ModelProto:
             name="kl_student",
             reduction="batchmean",
             log_target=1,
+        ),
+        lo.make_node(
+            "NLLLossBackward",
+            ["grad_cls", "student_logp", "labels", "cls_total_weight", "class_weight"],
+            "grad_student_logp_cls",
+            name="cls_nll",
+            reduction="mean",
+            ignore_index=UNLABELLED,
         ),
         lo.make_node(
             "KlDivTargetBackward",
@@ -100,6 +117,7 @@ def example_model() -> ModelProto:
 
 OUTPUTS = (
     "grad_student_logp",
+    "grad_student_logp_cls",
     "grad_class_prior",
     "grad_box_pred",
     "grad_tag_logits",
@@ -114,10 +132,17 @@ def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
     student = _log_softmax(rng.standard_normal((batch, CLASSES)))
     teacher = _log_softmax(2.0 * rng.standard_normal((batch, CLASSES)))
     prior = np.exp(_log_softmax(rng.standard_normal(CLASSES)))
+    labels = rng.integers(0, CLASSES, batch)
+    class_weight = rng.uniform(0.5, 2.0, CLASSES).astype(np.float32)
+    kept = labels[labels != UNLABELLED]
     return {
         "grad_kl": np.array(1.0, np.float32),
         "student_logp": student.astype(np.float32),
         "teacher_logp": teacher.astype(np.float32),
+        "grad_cls": np.array(1.0, np.float32),
+        "labels": labels.astype(np.int64),
+        "cls_total_weight": np.array(class_weight[kept].sum(dtype=np.float32), np.float32),
+        "class_weight": class_weight,
         "grad_prior": np.array(0.1, np.float32),
         "class_prior": prior.astype(ml_dtypes.bfloat16),
         "grad_box": (0.5 * rng.standard_normal((batch, BOX))).astype(np.float32),
