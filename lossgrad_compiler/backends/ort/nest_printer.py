@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, tensor
 from xdsl.dialects.builtin import TensorType
-from xdsl.dialects.linalg.ops import FillOp, GenericOp
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp
 from xdsl.ir import BlockArgument, SSAValue
 
 from lossgrad_compiler import level2
@@ -169,18 +169,26 @@ class _NestPrinter:
                 i, axis = size
                 sizes.append(buffers[i].dims[axis])
             self._emit(f"  const int64_t n{loop} = {sizes[-1]};")
-        depth = 1
-        for loop in range(g.loops):
-            self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
-            depth += 1
-        for k, (operand, buffer) in enumerate(zip(g.inputs, buffers[:-1], strict=True)):
-            load = f"{buffer.pointer}[{offsets[k]}]"
-            self._emit(f"[[maybe_unused]] const {buffer.element} a{k} = {load};", depth)
-            self.scalars.bind(operand.block_arg, f"a{k}")
+        levels = _levels(g)
         out, out_offset = buffers[-1], offsets[-1]
         self.scalars.bind(g.output.block_arg, f"{out.pointer}[{out_offset}]")
+        for depth in range(g.loops + 1):
+            if depth:
+                loop = depth - 1
+                self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
+            inputs = zip(g.inputs, buffers[:-1], strict=True)
+            for k, (operand, buffer) in enumerate(inputs):
+                if levels[operand.block_arg] != depth:
+                    continue
+                load = f"{buffer.pointer}[{offsets[k]}]"
+                self._emit(f"[[maybe_unused]] const {buffer.element} a{k} = {load};", depth + 1)
+                self.scalars.bind(operand.block_arg, f"a{k}")
+            start = len(self.scalars.lines)
+            self.scalars.print_ops(o for o in g.body_ops if levels[o.results[0]] == depth)
+            self._flush_scalars(depth + 1, start)
+            del self.scalars.lines[start:]
+        depth = g.loops + 1
         start = len(self.scalars.lines)
-        self.scalars.print_ops(g.body_ops)
         if g.accumulation is not None:
             self.scalars.print_op(g.accumulation.add)
             value = self.scalars.name(g.accumulation.add.result)
@@ -204,3 +212,24 @@ class _NestPrinter:
                 continue
             self._emit(f"counts[{k - 1}] = *{buffer.pointer};")
 
+
+def _levels(g: level2.Level2Generic) -> dict[SSAValue, int]:
+    """Per block argument and body value, the loop depth it is computed at: one past the
+    deepest loop it depends on (0: before the loops). An operand depends on the loops its
+    map reads, `linalg.index k` on loop k, a value from above on none. Each value is printed
+    where it first can be, in the body's order, so a loop-invariant quotient is computed
+    once, not per element, and the bits stay the same; no load moves out of the loops that
+    bound its own indices, so none reads outside its buffer."""
+    levels: dict[SSAValue, int] = {}
+    for operand in (*g.inputs, g.output):
+        read = [loop for loop in operand.index_map if loop is not None]
+        levels[operand.block_arg] = max(read) + 1 if read else 0
+    levels[g.output.block_arg] = g.loops  # the accumulator is read where it is written
+    for op in g.body_ops:
+        if isinstance(op, IndexOp):
+            depth = op.dim.value.data + 1
+        else:
+            depth = max((levels.get(SSAValue.get(v), 0) for v in op.operands), default=0)
+        for result in op.results:
+            levels[result] = depth
+    return levels
