@@ -18,6 +18,9 @@ A subgraph is fused only when (docs/fusion.md states the guarantee this gives)
 * the model imports ai.onnx opset 13 or later, where ai.lossgrad nodes run;
 * the node, compiled from the shapes the compiler infers, never meets a dynamic dimension
   broadcast at run time (broadcasting.py), so that it runs where the graph runs.
+nll_loss's one-hot product (nll.py) has its own reader and proof: its grad_output and weight
+must be provably finite (finiteness.py), and the node reads the target wrapped as the
+graph's ScatterElements reads a negative index.
 Everything else is left as it is, with the reason in the report. Attributes are read by
 name and type (graph.py); the names the pass makes up are new in every scope of the model."""
 
@@ -45,6 +48,7 @@ from lossgrad_compiler.fusion.graph import (
     readable,
     uniform,
 )
+from lossgrad_compiler.fusion.nll import NllMatch, NllReader, validate, wrap_target
 from lossgrad_compiler.fusion.patterns import HALF_TYPES, Binding, Matcher, cast_target
 from lossgrad_compiler.fusion.report import Fused, FusionReport, LeftAlone
 from lossgrad_compiler.fusion.scale import Scale, ScaleFinder
@@ -90,6 +94,7 @@ class _Plan:
     constants: list[onnx.TensorProto]
     dead: set[int]
     fused: Fused
+    before: list[NodeProto] = field(default_factory=list)  # new nodes that feed `node`
 
 
 def fuse(model: ModelProto, *, reassociate: bool = False) -> tuple[ModelProto, FusionReport]:
@@ -180,6 +185,9 @@ class _Fuser:
     # ------------------------------------------------------------------ matching
 
     def _try_root(self, root: NodeProto) -> _Plan | _Left | None:
+        nll = NllReader(self.index).read(root)
+        if nll is not None:
+            return self._plan_nll(root, nll)
         first_reason: _Left | None = None
         for tail in self._tails(root):
             for form in ALL_FORMS:
@@ -244,6 +252,74 @@ class _Fuser:
         return len(sizes) == len(expanded.shape) and tuple(sizes) == expanded.shape  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ checking
+
+    def _plan_nll(self, root: NodeProto, match: NllMatch) -> _Plan | _Left:
+        """An nll_loss backward (nll.py): its node, with the target wrapped as the graph's
+        ScatterElements reads it, or why it is left."""
+        output = root.output[0]
+        region = {id(n) for n in match.region}
+
+        def left(reason: str) -> _Left:
+            self.claimed |= region
+            return _Left(LeftAlone(match.op_type, output, reason), region)
+
+        if match.reason:
+            return left(match.reason)
+        opset = self.index.onnx_opset
+        if opset is not None and opset < MIN_ONNX_OPSET:
+            return left(
+                f"the model imports ai.onnx opset {opset}; an ai.lossgrad node runs only in "
+                f"models of opset {MIN_ONNX_OPSET} or later"
+            )
+        keeps = (*match.operands.values(), match.target)
+        dead = self._dead_after_replacing(root, keeps)
+        for node in match.region[1:]:
+            if id(node) not in dead:
+                return left(
+                    f"'{node.output[0]}' ({node.op_type}), computed inside the gradient, is "
+                    "also read elsewhere: fusing would compute it twice"
+                )
+        checked = validate(match, self.index, match.operands["self"])
+        if isinstance(checked, str):
+            return left(checked)
+        result = self.index.type_of(output)
+        assert result is not None
+        if checked.result_type.onnx != result.elem_type:
+            return left(f"{match.op_type} would give {checked.result_type.name}")
+        if tuple(checked.result_shape or ()) != result.shape:
+            return left(f"{match.op_type} would give shape {list(checked.result_shape or ())}")
+        before, constants, target, node_ii = wrap_target(match, self._fresh)
+        operands = {"grad_output": "", "self": "", "target": target, "total_weight": ""}
+        operands.update(match.operands)
+        for name, array in match.constants.items():
+            operands[name] = self._fresh(f"{output}_{name}")
+            constants.append(numpy_helper.from_array(array, operands[name]))
+        attrs = {**match.attrs, "ignore_index": node_ii}
+        node = builders.make_node(
+            match.op_type,
+            operands,
+            output,
+            name=root.name or self._fresh(f"{match.op_type}_fused"),
+            **attrs,
+        )
+        notes = [match.note] if match.note else []
+        if node_ii != match.attrs["ignore_index"]:
+            notes.append(
+                f"ignore_index {match.attrs['ignore_index']} is a class: the node reads the "
+                "target wrapped as the graph's ScatterElements reads it (t + C for t < 0) and "
+                f"ignores {node_ii} instead, which no wrapped target equals"
+            )
+        fused = Fused(
+            match.op_type,
+            dict(attrs),
+            tuple(operands.values()),
+            output,
+            "pytorch",
+            len(dead),
+            note="; ".join(notes),
+            added=f"{len(before)} added to read the target as ScatterElements does",
+        )
+        return _Plan(root, node, constants, dead, fused, before)
 
     def _plan(
         self, root: NodeProto, tail: _Tail, form: Form, binding: Binding
@@ -774,12 +850,12 @@ class _Fuser:
         if not plans:
             return
         graph = self.model.graph
-        replacement = {id(p.root): p.node for p in plans}
+        replacement = {id(p.root): [*p.before, p.node] for p in plans}
         dead = set().union(*(p.dead for p in plans))
         kept: list[NodeProto] = []
         for node in graph.node:
             if id(node) in replacement:
-                kept.append(replacement[id(node)])
+                kept.extend(replacement[id(node)])
             elif id(node) not in dead:
                 kept.append(node)
         removed = [n for n in graph.node if id(n) in dead]

@@ -19,6 +19,9 @@ class Fused:
     # how the graph grouped operations the operator groups otherwise ("" when it rounds as
     # the operator does); only with fuse(model, reassociate=True)
     reassociated: str = ""
+    # what the user must know about the graph the node keeps (a second report line)
+    note: str = ""
+    added: str = ""  # the nodes the fusion adds besides the node, and why
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class FusionReport:
         """The report as a user reads it: one line per fusion and per candidate left."""
         out = [self.summary()]
         for item in self.fused:
+            added = f", {item.added}" if item.added else ""
             attrs = ", ".join(f"{k}={v}" for k, v in item.attributes.items())
             regrouped = (
                 f"; reassociated: the graph computed {item.reassociated}"
@@ -54,8 +58,10 @@ class FusionReport:
             )
             out.append(
                 f"  fused {item.op_type}({attrs}) -> '{item.output}' from the {item.form} form "
-                f"({item.removed_nodes} node(s) removed{regrouped})"
+                f"({item.removed_nodes} node(s) removed{added}{regrouped})"
             )
+            if item.note:
+                out.append(f"    note: {item.note}")
         for left in self.left:
             out.append(f"  left '{left.output}' ({left.op_type}?): {left.reason}")
         return out

@@ -6,8 +6,9 @@ included: `torch.export` of a function that calls `torch.autograd.grad` fails fo
 losses, whose backward it lifts into a constant), and the traced graph is exported with
 `torch.onnx.export(..., dynamo=True)`. The exporter decomposes each loss's backward into
 standard ops; `lossgrad_compiler.fuse` then replaces the subgraphs it can prove equal to
-KlDivBackward, KlDivTargetBackward or SmoothL1LossBackward. Other losses' gradients stay as
-the exporter wrote them."""
+one ai.lossgrad node (docs/fusion.md lists the forms: the KL, SmoothL1 and loss-family
+gradients, and F.nll_loss's as NLLLossBackward / NLLLoss2dBackward). Other losses'
+gradients stay as the exporter wrote them."""
 
 from __future__ import annotations
 

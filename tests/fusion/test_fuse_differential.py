@@ -14,7 +14,13 @@ Three sources of graphs, each perturbed:
   three operators in float16, float32 and float64, at opsets 13 to 21, with a constant
   nudged now and then, Casts listing `saturate` first, extra readers, colliding names;
 * PyTorch 2.13's exporter (lossgrad_compiler.torch) on training steps, when the extra
-  `torch` is installed.
+  `torch` is installed;
+* the exporter's nll_loss backward written by hand (tests/fusion/nll_graphs.py): drawn
+  ranks (1-D, 2-D, 4-D), types, batch (static or dynamic), scales (constants up to overflow,
+  an input grad_output, per row, the 4-D mean's 1/count), weights (absent, an input, a
+  constant holding inf now and then), ignore_index (-100, -1, a class) and the near misses;
+  fed targets that mix classes, ignore_index and negative classes, and checked exactly
+  (nll_graphs.check_exact: the fused node must give every element of the graph).
 
 Every graph is fed random values mixed with NaN, infinities, signed zeros, subnormals,
 values near overflow and exp's overflow and underflow edges, and the fused model runs under
@@ -24,7 +30,8 @@ model, native kernels; now and then without them, the standard ONNX function bod
 original runs under the ReferenceEvaluator (its meaning) and ONNX Runtime.
 
 The budget: LOSSGRAD_FUZZ_EXAMPLES graphs of hand-written forms (default 1000), a third as
-many inline graphs and a twenty-fifth as many exported steps."""
+many inline graphs, a twenty-fifth as many exported steps and a twentieth as many nll_loss
+graphs."""
 
 from __future__ import annotations
 
@@ -46,6 +53,9 @@ from lossgrad_compiler.fusion import fuse
 from lossgrad_compiler.fusion.family_forms import ALL_FORMS
 from tests.fusion.contract import Subject, check_fusion, wrong_compute_types
 from tests.fusion.graphs import Recipe, build, feeds, np_type, special_values
+from tests.fusion.nll_graphs import MUTATIONS, NllRecipe, check_exact, check_schemas
+from tests.fusion.nll_graphs import build as build_nll
+from tests.fusion.nll_graphs import feeds as nll_feeds
 from tests.fusion.strategies import (
     colliding_branch,
     nudge_constant,
@@ -269,3 +279,57 @@ def test_exported_steps_keep_the_contract(
     event(f"exported {loss} wrt {wrt} {dtype}")
     subject = Subject(model, op_type, {**attrs, "reduction": reduction}, terms, compute, output)
     _check(subject, inputs, reassociate, False)
+
+
+# --------------------------------------------------------------------------- nll_loss
+
+
+@st.composite
+def nll_recipes(draw: Any) -> NllRecipe:
+    """Mostly forms the pass can prove (constant scales, the 4-D mean's 1/count, finite
+    constant weights), with what it must leave mixed in: input grad_outputs and weights,
+    weights or products that overflow or hold inf, and the near misses."""
+    rank = draw(st.sampled_from([1, 2, 2, 4]))
+    classes = draw(st.integers(2, 5))
+    kinds = ["constant"] * 3 + ["rows", "input", "dropped"] + ["count"] * 4 * (rank == 4)
+    scale = draw(st.sampled_from(kinds))
+    weight = draw(st.sampled_from(["", "", "input", "constant", "constant"]))
+    if scale == "dropped" and not weight:
+        weight = "constant"  # v is the weight alone
+    values = [draw(st.sampled_from([0.5, 1.0, 2.0, -3.0, 0.0, 0.1])) for _ in range(classes)]
+    if draw(st.integers(0, 3)) == 0:
+        values[draw(st.integers(0, classes - 1))] = draw(
+            st.sampled_from([6e4, 3e38, float("inf"), float("nan")])
+        )
+    mutation = draw(st.sampled_from(["", "", "", "", "", "", *MUTATIONS]))
+    batch = classes if mutation == "weight_other_axis" else draw(st.integers(1, 4))
+    return NllRecipe(
+        rank=rank,
+        batch=batch,
+        classes=classes,
+        dtype=draw(st.sampled_from(["float32", "float32", "float64", "float16"])),
+        scale=scale,
+        scale_value=draw(st.sampled_from([1.0, 0.25, -1.5, 3.5, 3e38, 1e-45])),
+        weight=weight,
+        weight_values=tuple(values),
+        ignore_index=draw(st.sampled_from([-100, -1, 0, classes - 1])),
+        dynamic=rank >= 2 and mutation != "weight_other_axis" and draw(st.booleans()),
+        mutation=mutation,
+    )
+
+
+@settings(max_examples=max(1, EXAMPLES // 20), **SETTINGS)
+@given(recipe=nll_recipes(), seed=st.integers(0, 2**32 - 1))
+def test_nll_loss_graphs_keep_every_element(recipe: NllRecipe, seed: int) -> None:
+    model = build_nll(recipe)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fused, report = fuse(model)
+    event(f"fused: {', '.join(f.op_type for f in report.fused) or 'nothing'}")
+    if report.left:
+        event(f"left: {report.left[0].reason.split(':')[0][:60]}")
+    check_schemas(fused)  # the ai.lossgrad v4 schema
+    rng = np.random.default_rng(seed)
+    for batch in (None, 3) if recipe.dynamic else (None,):
+        problems = check_exact(model, fused, nll_feeds(recipe, rng, batch=batch))
+        assert not problems, "\n".join([*report.lines(), *problems])
