@@ -649,35 +649,28 @@ L1_LOSS_BACKWARD = OperatorSpec(
 
 _CLASS_INPUTS = (CLASS_GRAD_OUTPUT, CLASS_SELF, CLASS_TARGET, TOTAL_WEIGHT, CLASS_WEIGHT)
 
-NLL_LOSS_BACKWARD = OperatorSpec(
-    name="NLLLossBackward",
-    mnemonic="nll_loss_backward",
-    output="grad_input",
-    differentiates="self",
-    attributes=(_reduction(list(_NONE_MEAN_SUM)), IGNORE_INDEX),
-    doc="Gradient of nll_loss: w[t]*(-(g/total_weight)) at class t of each kept row "
-    "(w[t]*(-g) for none and sum), 0 elsewhere.",
-    aclnn="aclnnNLLLossBackward",
-    inputs=_CLASS_INPUTS,
-    since_version=4,
-    scaling=Scaling.DIVISOR,
-    shape_rule=ShapeRule.CLASSES,
-    class_ranks=(2, 1),
-)
-NLL_LOSS_2D_BACKWARD = OperatorSpec(
-    name="NLLLoss2dBackward",
-    mnemonic="nll_loss2d_backward",
-    output="grad_input",
-    differentiates="self",
-    attributes=(_reduction(list(_NONE_MEAN_SUM)), IGNORE_INDEX),
-    doc="Gradient of nll_loss over [N, C, H, W]: w[t]*(-(g/total_weight)) at class t of "
-    "each kept pixel (w[t]*(-g) for none and sum), 0 elsewhere.",
-    aclnn="aclnnNLLLoss2dBackward",
-    inputs=_CLASS_INPUTS,
-    since_version=4,
-    scaling=Scaling.DIVISOR,
-    shape_rule=ShapeRule.CLASSES,
-    class_ranks=(4,),
+def _nll(name: str, mnemonic: str, over: str, class_ranks: tuple[int, ...]) -> OperatorSpec:
+    """An NLL operator: the two differ in self's ranks and their aclnn name only."""
+    return OperatorSpec(
+        name=name,
+        mnemonic=mnemonic,
+        output="grad_input",
+        differentiates="self",
+        attributes=(_reduction(list(_NONE_MEAN_SUM)), IGNORE_INDEX),
+        doc=f"Gradient of nll_loss{over}: w[t]*(-(g/total_weight)) at class t of each kept "
+        "element (w[t]*(-g) for none and sum), 0 elsewhere.",
+        aclnn=f"aclnn{name}",
+        inputs=_CLASS_INPUTS,
+        since_version=4,
+        scaling=Scaling.DIVISOR,
+        shape_rule=ShapeRule.CLASSES,
+        class_ranks=class_ranks,
+    )
+
+
+NLL_LOSS_BACKWARD = _nll("NLLLossBackward", "nll_loss_backward", "", (2, 1))
+NLL_LOSS_2D_BACKWARD = _nll(
+    "NLLLoss2dBackward", "nll_loss2d_backward", " over [N, C, H, W]", (4,)
 )
 
 OPERATORS: dict[str, OperatorSpec] = {

@@ -115,7 +115,7 @@ def build_element_kernel(
             continue
         read = asc.ReadElementOp(block.args[i], affine_map(operand.index_map, main.loops))
         env[operand.block_arg] = body.insert(read).result
-    for op in _live_ops(main):
+    for op in main.live_ops():
         if isinstance(op, IndexOp):
             env[op.results[0]] = body.insert(asc.PositionOp(op.dim.value.data)).result
             continue
@@ -136,15 +136,3 @@ def build_element_kernel(
     copy_out.insert(asc.CopyOutOp(block.args[inputs], out_offset, result, out_count, True))
     copy_out.insert(asc.FreeOp(out_queue, result))
     return kernel
-
-
-def _live_ops(main: level2.Level2Generic) -> list[Operation]:
-    """The body ops the value depends on, in body order."""
-    live: set[Operation] = set()
-    stack = [main.value]
-    while stack:
-        owner = stack.pop().owner
-        if isinstance(owner, Operation) and owner.parent_block() is main.body and owner not in live:
-            live.add(owner)
-            stack.extend(owner.operands)
-    return [op for op in main.body_ops if op in live]

@@ -42,7 +42,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.dialects.linalg.ops import FillOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -197,7 +197,7 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
     out_tile = compute.insert(asc.AllocOp(out_queue)).result
 
     rules = AscendcBodyRules(init, compute, loop.stage("compute").args[1], where)
-    rules.translate_all(_live_ops(main), env)
+    rules.translate_all(main.live_ops(), env)
     _write_result(rules, env[main.value], out_tile)
     compute.insert(asc.EnqueOp(out_queue, out_tile))
     for queue, tile in queues_to_free:
@@ -210,17 +210,6 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
     copy_out.insert(asc.FreeOp(out_queue, result))
     return kernel
 
-
-def _live_ops(main: level2.Level2Generic) -> list[Operation]:
-    """The body ops the kernel's value depends on, in body order (dead ops emit nothing)."""
-    live: set[Operation] = set()
-    stack = [main.value]
-    while stack:
-        owner = stack.pop().owner
-        if isinstance(owner, Operation) and owner.parent_block() is main.body and owner not in live:
-            live.add(owner)
-            stack.extend(owner.operands)
-    return [op for op in main.body_ops if op in live]
 
 
 def _write_result(rules: AscendcBodyRules, value: Value, out_tile: SSAValue) -> None:

@@ -74,19 +74,29 @@ def message_key(kind: str, op: spec.OperatorSpec, name: str) -> str:
     return f"{kind}_{name}"
 
 
+def input_messages(
+    op: spec.OperatorSpec, prefix: str, i: int, spec_input: spec.InputSpec
+) -> dict[str, Message]:
+    """The messages every input's run-time check may give: missing (a required input) and
+    rank, keyed `missing_<i>` and `rank_<i>`."""
+    name = spec_input.name
+    out: dict[str, Message] = {}
+    if not spec_input.optional:
+        out[f"missing_{i}"] = message(
+            f"{prefix}_missing_{i}", messages.MISSING_INPUT, op=op.name, input=name
+        )
+    out[f"rank_{i}"] = message(
+        f"{prefix}_rank_{i}", messages.RANK, op=op.name, input=name, max_rank=spec.MAX_RANK
+    )
+    return out
+
+
 def shape_messages(op: spec.OperatorSpec) -> dict[str, Message]:
     """Messages of the run-time checks of one op, keyed by check."""
     prefix = cxx_identifier(op.name)
     out: dict[str, Message] = {}
     for i, spec_input in enumerate(op.inputs):
-        name = spec_input.name
-        if not spec_input.optional:
-            out[f"missing_{i}"] = message(
-                f"{prefix}_missing_{i}", messages.MISSING_INPUT, op=op.name, input=name
-            )
-        out[f"rank_{i}"] = message(
-            f"{prefix}_rank_{i}", messages.RANK, op=op.name, input=name, max_rank=spec.MAX_RANK
-        )
+        out.update(input_messages(op, prefix, i, spec_input))
     base = op.base_inputs
     if len(base) == 2:  # self and target do not broadcast.
         out["self_target"] = _no_broadcast(f"{prefix}_self_target", op, base[0], base[1])

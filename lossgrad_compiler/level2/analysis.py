@@ -98,6 +98,18 @@ class Level2Generic:
     def reduces(self) -> bool:
         return any(self.reduction_loops)
 
+    def live_ops(self) -> list[Operation]:
+        """The body ops the value depends on, in body order (a dead op computes nothing)."""
+        live: set[Operation] = set()
+        stack = [self.value]
+        while stack:
+            owner = stack.pop().owner
+            inside = isinstance(owner, Operation) and owner.parent_block() is self.body
+            if inside and owner not in live:
+                live.add(owner)
+                stack.extend(owner.operands)
+        return [op for op in self.body_ops if op in live]
+
     def loop_sizes(self) -> list[LoopSize]:
         """Per loop: its static size, or (input, axis) of an input whose dimension gives it
         at run time (a dynamic dimension is never broadcast, so any such input will do)."""

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from lossgrad_compiler import messages, spec
 from lossgrad_compiler.backends.cxx import cxx_identifier, cxx_string_literal
-from lossgrad_compiler.backends.cxx_messages import Message, element_type_message, message
+from lossgrad_compiler.backends.cxx_messages import (
+    Message,
+    element_type_message,
+    input_messages,
+    message,
+)
 from lossgrad_compiler.backends.ort.class_variants import class_variants, reduction_attribute
 from lossgrad_compiler.backends.ort.glue_printer import attrs_struct_name
 
@@ -21,13 +26,7 @@ def _messages(op: spec.OperatorSpec) -> dict[str, Message]:
     out: dict[str, Message] = {}
     for i, spec_input in enumerate(op.inputs):
         name = spec_input.name
-        if not spec_input.optional:
-            out[f"missing_{i}"] = message(
-                f"{prefix}_missing_{i}", messages.MISSING_INPUT, op=op.name, input=name
-            )
-        out[f"rank_{i}"] = message(
-            f"{prefix}_rank_{i}", messages.RANK, op=op.name, input=name, max_rank=spec.MAX_RANK
-        )
+        out.update(input_messages(op, prefix, i, spec_input))
         if spec_input.kind is spec.InputKind.CLASS_INDEX:
             out[f"type_{i}"] = message(
                 f"{prefix}_type_{i}",
