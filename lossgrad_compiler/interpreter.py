@@ -253,6 +253,17 @@ class HfusionFormFunctions(InterpreterFunctions):
     def run_maxsi(self, interpreter: Interpreter, op: arith.MaxSIOp, args: PythonValues):
         return (max(int(args[0]), int(args[1])),)  # the integer max(s, s) after a count
 
+    @impl(hf.BitcastOp)
+    def run_bitcast(self, interpreter: Interpreter, op: hf.BitcastOp, args: PythonValues):
+        """The same bytes under the output's element type."""
+        (source, _) = args
+        out_type = op.outputs[0].type.get_element_type()  # type: ignore[attr-defined]
+        raw = source.data_ptr.raw
+        size = len(source.data) * (out_type.bitwidth // 8)
+        data = bytearray(raw.memory[raw.offset : raw.offset + size])
+        ptr = TypedPtr(RawPtr(data), xtype=out_type)  # type: ignore[arg-type]
+        return (ShapedArray(ptr, list(source.shape)),)
+
     @impl(hf.ArangeOp)
     def run_arange(self, interpreter: Interpreter, op: hf.ArangeOp, args: PythonValues):
         """`offset + sum_k index_k * strides[k]` at every index of the output."""

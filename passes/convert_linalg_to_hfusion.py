@@ -19,6 +19,15 @@ replaces the elementwise `linalg.generic` (and the narrowing one after a sum) by
   what keeps AscendNPU IR 1.2.0's reduction schedule from summing into a buffer it never
   initialised (see `Shapes._not_returned_as_reduced`).
 
+A classification function (docs/level2.md, "Beyond elementwise") is read the same way: a
+class-index input is loaded like any other (an i32 one widened by `hfusion.cast` to i64) and
+broadcast along the loops its map skips (target along the class loop, weight along the
+rows), the class position is an `hfusion.arange` along its loop, broadcast, and a rounding
+of a scalar to a half type is a 0-d cast kept through a bitcast pair (`Shapes.rounded`). Each
+value check's generic (the target check) becomes the same named ops over its own iteration
+space, its count a `linalg.reduce` of `addi` into the 0-d i64 and `max(s, s)`, returned
+where the check's result was.
+
 The function keeps its name, arguments, results, the lossgrad.* attributes and the scale's
 scalar ops, and gains `hacc.entry` and `hacc.function_kind = #hacc.function_kind<HOST>`.
 IR outside docs/level2.md raises Level2ContractError. Float64 (the vector units have no fp64)
@@ -40,13 +49,14 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IndexType,
     IntegerAttr,
+    IntegerType,
     ModuleOp,
     TensorType,
     UnitAttr,
     i64,
 )
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp, YieldOp
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -54,7 +64,9 @@ from lossgrad_compiler import level2, spec
 from lossgrad_compiler.dialects.hfusion import (
     HACC_ENTRY,
     HACC_FUNCTION_KIND,
+    ArangeOp,
     BinaryFn,
+    BitcastOp,
     CastOp,
     ElemwiseBinaryOp,
     FunctionKind,
@@ -131,35 +143,75 @@ def _convert(function: func.FuncOp, refused: frozenset[int]) -> dict[int, SSAVal
     for operand in f.operands:
         if operand.reads:
             env[operand.loaded] = shapes.load(operand)
-    for value in f.captured:
-        if isinstance(value.type, TensorType):
-            raise level2.Level2ContractError(f.main.op, "a body reads only scalars from above it")
-        env[value] = Scalar(value)
-    if 0 in shapes.loop_sizes:
-        result = shapes.nothing_to_compute()
-    else:
-        emitter = Emitter(builder.insert, shapes.iteration_empty, shapes.fill)
-        HfusionBodyRules(emitter, f.name).translate_all(f.compute_ops, env)
-        computed = env[f.value]
-        if not isinstance(computed, Scalar | Tensor):
-            raise level2.Level2ContractError(
-                f.main.op, "a body computes a number, not a comparison"
-            )
-        result = shapes.finish(computed)
-    replaced = (f.narrowing or f.main.op).results[0]
-    if result.type != replaced.type:
-        raise level2.Level2ContractError(
-            f.main.op,
-            f"the iteration space gives {result.type}, the function returns {replaced.type}",
-        )
-    replaced.replace_all_uses_with(result)
+    _translate(f, shapes, f.compute_ops, f.value, env, (f.narrowing or f.main.op).results[0])
     for generic in (f.narrowing, f.main.op):
         if generic is not None:
             Rewriter.erase_op(generic)
+    for check in f.checks:
+        _convert_check(f, check)
     _erase_dead_ops(function.body.block)
     function.attributes[HACC_ENTRY] = UnitAttr()
     function.attributes[HACC_FUNCTION_KIND] = FunctionKindAttr(FunctionKind.HOST)
     return shapes.scalar_loads
+
+
+def _translate(
+    f: level2.Level2Function,
+    shapes: Shapes,
+    ops: tuple[Operation, ...],
+    value: SSAValue,
+    env: dict[SSAValue, Value],
+    replaced: SSAValue,
+) -> None:
+    """The body ops of one generic as named ops over its iteration space; what `replaced`
+    (the generic's result) was replaced by."""
+    generic = shapes.generic
+    for captured in generic.captured:
+        if isinstance(captured.type, TensorType):
+            raise level2.Level2ContractError(generic.op, "a body reads only scalars from above it")
+        env[captured] = Scalar(captured)
+    if 0 in shapes.loop_sizes:
+        result = shapes.nothing_to_compute()
+    else:
+        emitter = Emitter(shapes.builder.insert, shapes.iteration_empty, shapes.fill)
+        emitter.arange = shapes.arange
+        emitter.rounded = shapes.rounded
+        HfusionBodyRules(emitter, f.name).translate_all(ops, env)
+        computed = env[value]
+        if not isinstance(computed, Scalar | Tensor):
+            raise level2.Level2ContractError(
+                generic.op, "a body computes a number, not a comparison or a position"
+            )
+        result = shapes.finish(computed)
+    if result.type != replaced.type:
+        raise level2.Level2ContractError(
+            generic.op,
+            f"the iteration space gives {result.type}, the function returns {replaced.type}",
+        )
+    replaced.replace_all_uses_with(result)
+
+
+def _convert_check(f: level2.Level2Function, check: level2.Level2Check) -> None:
+    """A check generic (the target check's count) in the same form: its inputs loaded (an
+    i32 target widened by `hfusion.cast`), its body as named ops, its count summed by a
+    `linalg.reduce` of `addi` into the 0-d i64 (then `max(s, s)`, as a float32 sum)."""
+    generic = check.generic
+    builder = Builder(InsertPoint.before(generic.op))
+    shapes = Shapes(builder, f, generic=generic)
+    env: dict[SSAValue, Value] = {}
+    widenings: set[Operation] = set()
+    for k, (name, operand) in enumerate(zip(check.inputs, generic.inputs, strict=True)):
+        users = [use.operation for use in operand.block_arg.uses]
+        widening = users[0] if len(users) == 1 and isinstance(users[0], arith.ExtSIOp) else None
+        if widening is not None:
+            widenings.add(widening)
+        argument = f.function.body.block.args[f.input_names.index(name)]
+        loaded = level2.Level2Operand(name, k, argument, operand, widening)
+        if loaded.reads:
+            env[loaded.loaded] = shapes.load(loaded)
+    ops = tuple(o for o in generic.body_ops if o not in widenings)
+    _translate(f, shapes, ops, generic.value, env, generic.op.results[0])
+    Rewriter.erase_op(generic.op)
 
 
 def _check_supported(f: level2.Level2Function) -> None:
@@ -191,14 +243,23 @@ class Shapes:
     result's sum and reshape."""
 
     def __init__(
-        self, builder: Builder, f: level2.Level2Function, refused: frozenset[int] = frozenset()
+        self,
+        builder: Builder,
+        f: level2.Level2Function,
+        refused: frozenset[int] = frozenset(),
+        generic: level2.Level2Generic | None = None,
     ) -> None:
         self.builder = builder
         self.f = f
+        self.generic = generic or f.main  # the gradient's, or a check's
+        is_main = self.generic is f.main
+        self.narrowing = f.narrowing if is_main else None
+        self.final_truncf = f.final_truncf if is_main else None
+        self.value_type = (f.value if is_main else self.generic.value).type
         self.refused = refused  # positions of one-element inputs broadcast, not loaded
         self.scalar_loads: dict[int, SSAValue] = {}  # the tensor.extract of each, by position
-        self.loops = f.main.loops
-        self.loop_sizes = f.main.loop_sizes()
+        self.loops = self.generic.loops
+        self.loop_sizes = self.generic.loop_sizes()
         self.iteration: Loops = tuple(range(self.loops))
         self._dims: dict[tuple[SSAValue, int], SSAValue] = {}
         self._empties: dict[tuple[Loops, Attribute], SSAValue] = {}
@@ -217,7 +278,7 @@ class Shapes:
         if isinstance(size, int):
             return size
         operand, axis = size
-        return self._dim(self.f.operands[operand].argument, axis)
+        return self._dim(self.generic.inputs[operand].value, axis)
 
     def _sizes(self, loops: Loops) -> list[int | SSAValue]:
         return [1 if loop is None else self._loop_size(loop) for loop in loops]
@@ -239,6 +300,43 @@ class Shapes:
         out = self.iteration_empty(element)
         return self.builder.insert(FillOp([scalar], [out], [out.type])).results[0]
 
+    def arange(self, loop: int, element: Attribute) -> SSAValue:
+        """The position on `loop` at every element of the iteration space: a 1-d
+        `hfusion.arange` along that loop, broadcast along the others. (AscendNPU IR 1.2.0
+        rejects an arange over several dimensions once it drops a static unit dimension:
+        "'linalg.index' op expected dim (1) to be lower than the number of loops (1)".)"""
+        zero, one = (
+            self.builder.insert(arith.ConstantOp(IntegerAttr(v, IndexType()))).result
+            for v in (0, 1)
+        )
+        line = self.empty((loop,), element)
+        value = self.builder.insert(ArangeOp(zero, [one], line)).result
+        if self.loops == 1:
+            return value
+        out = self.iteration_empty(element)
+        added = [k for k in self.iteration if k != loop]
+        op = BroadcastOp(value, out, DenseArrayBase.from_list(i64, added))
+        return self.builder.insert(op).results[0]
+
+    def rounded(self, scalar: SSAValue, element: Attribute) -> SSAValue:
+        """A scalar rounded to `element`: filled into a 0-d tensor, `hfusion.cast` there,
+        its bits passed through `hfusion.bitcast` to an integer and back, then broadcast to
+        the iteration shape. AscendNPU IR 1.2.0 folds a cast to a narrower float and back
+        into nothing, on scalars and on tensors alike (through a broadcast too), and the
+        rounding PyTorch does is lost (a bfloat16 NLLLossBackward mean case came out one
+        ulp off); the bitcasts, which change no bit, keep it."""
+        one = self.empty((), scalar.type)
+        filled = self.builder.insert(FillOp([scalar], [one], [one.type])).results[0]
+        cast = self.builder.insert(CastOp(filled, self.empty((), element))).results[0]
+        bits = IntegerType(element.bitwidth)  # type: ignore[attr-defined]
+        as_bits = self.builder.insert(BitcastOp(cast, self.empty((), bits))).results[0]
+        cast = self.builder.insert(BitcastOp(as_bits, self.empty((), element))).results[0]
+        if self.loops == 0:
+            return cast
+        every = DenseArrayBase.from_list(i64, range(self.loops))
+        out = self.iteration_empty(element)
+        return self.builder.insert(BroadcastOp(cast, out, every)).results[0]
+
     # ------------------------------------------------------------------ inputs
 
     def load(self, operand: level2.Level2Operand) -> Scalar | Tensor:
@@ -256,8 +354,9 @@ class Shapes:
             extract = tensor.ExtractOp(operand.argument, [zero] * g.rank, element)
             value = self.builder.insert(extract).result
             self.scalar_loads[operand.position] = value
-            if compute is not None:
-                value = self.builder.insert(arith.ExtFOp(value, compute)).result
+            if operand.widening is not None:
+                widened = type(operand.widening)(value, compute)  # type: ignore[arg-type]
+                value = self.builder.insert(widened).results[0]
             return Scalar(value)
         value = operand.argument
         if compute is not None:
@@ -296,14 +395,13 @@ class Shapes:
 
     def finish(self, computed: Scalar | Tensor) -> SSAValue:
         """The function's result from the per-element value (in the compute type)."""
-        f = self.f
-        compute = f.value.type
+        compute = self.value_type
         value = (
             computed.value if isinstance(computed, Tensor) else self.fill(computed.value, compute)
         )
-        if not f.reduces:
-            if f.final_truncf is not None:
-                out = self.iteration_empty(f.final_truncf.result.type)
+        if not self.generic.reduces:
+            if self.final_truncf is not None:
+                out = self.iteration_empty(self.final_truncf.result.type)
                 value = self.builder.insert(CastOp(value, out)).results[0]
             return value
         return self._narrowed(self._sum(value, compute))
@@ -313,12 +411,11 @@ class Shapes:
         summed into a non-empty result, the sum of nothing (the fill's constant), rounded
         like any sum. (AscendNPU IR 1.2.0 dies of a segmentation fault on the named ops
         over an empty tensor.)"""
-        f = self.f
-        if not f.reduces:
-            element = (f.final_truncf.result if f.final_truncf else f.value).type
+        if not self.generic.reduces:
+            element = self.final_truncf.result.type if self.final_truncf else self.value_type
             return self.iteration_empty(element)
-        compute = f.value.type
-        output_map = f.main.output.index_map
+        compute = self.value_type
+        output_map = self.generic.output.index_map
         out = self.empty(output_map, compute)
         value = self.builder.insert(
             FillOp([self._init_constant(compute)], [out], [out.type])
@@ -326,22 +423,25 @@ class Shapes:
         return self._narrowed(value)
 
     def _init_constant(self, compute: Attribute) -> SSAValue:
-        accumulation = self.f.main.accumulation
+        accumulation = self.generic.accumulation
         if accumulation is None or accumulation.init is None:
             raise level2.Level2ContractError(
-                self.f.main.op, "a sum starts from a linalg.fill constant"
+                self.generic.op, "a sum starts from a linalg.fill constant"
             )
-        return self.builder.insert(
-            arith.ConstantOp(FloatAttr(accumulation.init, compute))  # type: ignore[arg-type]
-        ).result
+        init = (
+            IntegerAttr(int(accumulation.init), compute)
+            if isinstance(compute, IntegerType)
+            else FloatAttr(accumulation.init, compute)  # type: ignore[arg-type]
+        )
+        return self.builder.insert(arith.ConstantOp(init)).result
 
     def _narrowed(self, value: SSAValue) -> SSAValue:
         """A sum rounded to the result type by the narrowing generic's cast, if there is one."""
-        narrowing = self.f.narrowing
+        narrowing = self.narrowing
         if narrowing is None:
             return value
         element = narrowing.results[0].type.get_element_type()  # type: ignore[attr-defined]
-        out = self.empty(self.f.main.output.index_map, element)
+        out = self.empty(self.generic.output.index_map, element)
         return self.builder.insert(CastOp(value, out)).results[0]
 
     def _not_returned_as_reduced(self, summed: SSAValue, kept: Loops) -> SSAValue:
@@ -355,7 +455,7 @@ class Shapes:
         buffer, a `linalg.copy` fails its input/output caching, and an f32-to-f32
         `hfusion.cast` keeps the fill but becomes a `vcast` with a rounding mode, whose
         effect on the device could not be checked here."""
-        if self.f.narrowing is not None:
+        if self.narrowing is not None:
             return summed
         out = self.empty(kept, summed.type.get_element_type())  # type: ignore[attr-defined]
         op = ElemwiseBinaryOp(summed, summed, out, BinaryFn.MAX_SIGNED)
@@ -363,7 +463,7 @@ class Shapes:
 
     def _sum(self, value: SSAValue, compute: Attribute) -> SSAValue:
         """`linalg.reduce` over the reduction loops, reshaped to the output's broadcast 1s."""
-        main = self.f.main
+        main = self.generic
         accumulation = main.accumulation
         assert accumulation is not None
         output_map = main.output.index_map
@@ -374,11 +474,8 @@ class Shapes:
         reduced = [loop for loop in self.iteration if main.reduction_loops[loop]]
         body = Block(arg_types=[compute, compute])
         element, acc = body.args
-        add = (
-            arith.AddfOp(acc, element)
-            if accumulation.accumulator_first
-            else arith.AddfOp(element, acc)
-        )
+        adds = arith.AddiOp if isinstance(compute, IntegerType) else arith.AddfOp
+        add = adds(acc, element) if accumulation.accumulator_first else adds(element, acc)
         body.add_ops([add, YieldOp(add.result)])
         op = ReduceOp(value, init, DenseArrayBase.from_list(i64, reduced), Region(body))
         summed = self._not_returned_as_reduced(self.builder.insert(op).results[0], kept)

@@ -7,7 +7,7 @@ shape. An op on tensors becomes one named op, `linalg.elemwise_binary`/`elemwise
 `arith`/`math` op. A comparison is emitted by the select that reads it, which knows whether
 it needs a tensor of i1.
 
-What AscendNPU IR 1.2.0's HFusion pipeline takes decides three details (found by running
+What AscendNPU IR 1.2.0's HFusion pipeline takes decides these details (found by running
 `bishengir-opt --lower-hfusion-pipeline` on each form):
 
 * `hfusion.compare` computes oeq, une, ole, olt, oge and ogt on floats; the other level-2
@@ -18,9 +18,24 @@ What AscendNPU IR 1.2.0's HFusion pipeline takes decides three details (found by
 * exp and log are vector instructions only: on a scalar they take a filled tensor
   ("outline single kernel failed" or "could not find next producer to fuse" otherwise);
 * a select needs one tensor branch: a select between two scalars (under a tensor condition)
-  fills its false branch ("could not find next producer to fuse into container" otherwise).
+  fills its false branch ("could not find next producer to fuse into container" otherwise);
+* a `truncf` in a body (a half-type intermediate rounded, as in NLLLoss's quotient) is an
+  `hfusion.cast` whose bits pass through `hfusion.bitcast` to an integer and back (of a
+  scalar: at 0-d, then broadcast): bishengir folds a narrowing cast and the widening after
+  it into nothing, on scalars and tensors, and the rounding is lost (a bfloat16
+  NLLLossBackward mean case came out one ulp off).
 
 Every fill materializes a scalar at the iteration shape; none changes a value.
+
+The classification bodies' integer ops (level2.CLASS_OPS) follow the same pattern: the class
+position `linalg.index k` becomes `hfusion.arange` (stride 1 on loop k, 0 elsewhere) at the
+`arith.index_cast` that reads it, `cmpi` an `hfusion.compare` on integers (into i1), `andi`
+an `hfusion.elemwise_binary <vand>`, `extsi`/`extui` an `hfusion.cast`, `addi` a
+`linalg.elemwise_binary <add>`. One more detail of AscendNPU IR 1.2.0 decides the form of a
+negation: it rewrites `vne`, a `vxor` with true and a select of false/true on i1 into
+`hfusion.elemwise_unary <vnot>`, whose CPU-runner lowering yields its input unchanged on i1
+(tests/hfusion/test_hfusion_classes_bishengir.py pins it). So `cmpi ne` is `veq` negated, and
+a negation (`xori %x, true`) is `veq(cast_i64(x), 0)`, which it keeps as compares.
 """
 
 from __future__ import annotations
@@ -29,17 +44,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import i1
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i64
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lossgrad_compiler import level2
 from lossgrad_compiler.dialects.hfusion import (
     COMPARE_FUNCTIONS,
     BinaryFn,
+    BitcastOp,
     CastOp,
+    CompareFn,
     CompareOp,
     ElemwiseBinaryOp,
     ElemwiseUnaryOp,
+    HfusionBinaryFn,
+    HfusionElemwiseBinaryOp,
     SelectOp,
     UnaryFn,
 )
@@ -65,7 +85,34 @@ class Comparison:
     rhs: Scalar | Tensor
 
 
-Value = Scalar | Tensor | Comparison
+@dataclass(frozen=True)
+class Position:
+    """A `linalg.index` not emitted yet: the `arith.index_cast` that reads it emits the
+    `hfusion.arange` in the integer type it casts to."""
+
+    loop: int
+
+
+Value = Scalar | Tensor | Comparison | Position
+
+_CMPI_NAMES = arith.CMPI_COMPARISON_OPERATIONS
+_INTEGER_COMPARE: dict[str, CompareFn] = {
+    "eq": CompareFn.VEQ,
+    "slt": CompareFn.VLT,
+    "sle": CompareFn.VLE,
+    "sgt": CompareFn.VGT,
+    "sge": CompareFn.VGE,
+    "ult": CompareFn.VULT,
+    "ule": CompareFn.VULE,
+    "ugt": CompareFn.VUGT,
+    "uge": CompareFn.VUGE,
+}
+"""hfusion.compare's function for each arith.cmpi predicate but `ne` (a negated `eq`)."""
+_CMPI_SWAPPED = {
+    "eq": "eq", "ne": "ne", "slt": "sgt", "sgt": "slt", "sle": "sge", "sge": "sle",
+    "ult": "ugt", "ugt": "ult", "ule": "uge", "uge": "ule",
+}  # fmt: skip
+"""The predicate with its operands swapped (a compare takes its scalar on the right)."""
 
 
 class Emitter:
@@ -80,6 +127,12 @@ class Emitter:
         self.insert = insert
         self.empty = empty  # tensor.empty of the iteration shape and this element type
         self.fill = fill  # a scalar broadcast to the iteration shape (linalg.fill)
+        self.rounded: Callable[[SSAValue, Attribute], SSAValue] | None = None
+        """A scalar rounded to a narrower float by a 0-d `hfusion.cast`, broadcast to the
+        iteration shape; set by the converter."""
+        self.arange: Callable[[int, Attribute], SSAValue] | None = None
+        """The position on a loop as an integer tensor of the iteration shape
+        (hfusion.arange); set by the converter."""
 
 
 _BINARY: dict[type[Operation], BinaryFn] = {
@@ -100,7 +153,7 @@ _UNARY: dict[type[Operation], UnaryFn] = {
 
 class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
     BACKEND = "HFusion form"
-    REQUIRED = level2.SCALAR_OPS
+    REQUIRED = level2.SCALAR_OPS | level2.CLASS_OPS
 
     def __init__(self, emitter: Emitter, where: str) -> None:
         self.emit = emitter
@@ -112,7 +165,34 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
         for v in operands:
             if isinstance(v, Comparison):
                 raise level2.Level2ContractError(op, "an arith.cmpf is read only by arith.select")
+            if isinstance(v, Position):
+                raise level2.Level2ContractError(
+                    op, "a linalg.index is read only by arith.index_cast"
+                )
         return list(operands)  # type: ignore[arg-type]
+
+    def _constant(self, value: int, element: Attribute) -> SSAValue:
+        return self.emit.insert(arith.ConstantOp(IntegerAttr(value, element))).results[0]
+
+    def _negated(self, mask: Tensor) -> Tensor:
+        """`not mask` as `cast_i64(mask) == 0` (see the module doc: AscendNPU IR 1.2.0's
+        CPU runner computes its own i1 negation as the identity)."""
+        wide = self.emit.insert(CastOp(mask.value, self.emit.empty(i64))).results[0]
+        zero = self._constant(0, i64)
+        return Tensor(
+            self.emit.insert(CompareOp(wide, zero, self.emit.empty(i1), CompareFn.VEQ)).results[0]
+        )
+
+    @staticmethod
+    def _is_true(value: Scalar | Tensor) -> bool:
+        owner = value.value.owner
+        return (
+            isinstance(value, Scalar)
+            and isinstance(owner, arith.ConstantOp)
+            and owner.result.type == i1
+            and isinstance(owner.value, IntegerAttr)
+            and owner.value.value.data != 0
+        )
 
     def _scalar(self, op: Operation) -> Scalar:
         return Scalar(self.emit.insert(op).results[0])
@@ -156,9 +236,86 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
     def cast(self, op: Operation, operands: Sequence[Value]) -> Value:
         (value,) = self._numbers(op, operands)
         target = op.results[0].type
+        if isinstance(value, Scalar) and isinstance(op, arith.ExtFOp):
+            return self._scalar(arith.ExtFOp(value.value, target))
+        if isinstance(value, Scalar) and self.emit.rounded is not None:
+            # a rounding of a scalar: a 0-d cast, broadcast (see the module doc)
+            return Tensor(self.emit.rounded(value.value, target))
+        value = self._tensor(value, value.value.type)
+        cast = self.emit.insert(CastOp(value.value, self.emit.empty(target))).results[0]
+        if isinstance(op, arith.ExtFOp):
+            return Tensor(cast)
+        # a rounding that a widening may read back: kept through a bitcast pair
+        bits = self.emit.insert(BitcastOp(cast, self.emit.empty(IntegerType(target.bitwidth))))  # type: ignore[attr-defined]
+        return Tensor(
+            self.emit.insert(BitcastOp(bits.results[0], self.emit.empty(target))).results[0]
+        )
+
+    @level2.rule(IndexOp)
+    def position(self, op: IndexOp, operands: Sequence[Value]) -> Value:
+        return Position(op.dim.value.data)
+
+    @level2.rule(arith.IndexCastOp)
+    def index_cast(self, op: arith.IndexCastOp, operands: Sequence[Value]) -> Value:
+        (value,) = operands
+        target = op.result.type
+        if isinstance(value, Position):
+            if self.emit.arange is None or not isinstance(target, IntegerType):
+                raise level2.Level2ContractError(op, "casts the class position to an integer")
+            return Tensor(self.emit.arange(value.loop, target))
+        (number,) = self._numbers(op, [value])
+        if isinstance(number, Tensor):
+            raise level2.Level2ContractError(op, "an arith.index_cast in a body casts an index")
+        return self._scalar(arith.IndexCastOp(number.value, target))
+
+    @level2.rule(arith.CmpiOp)
+    def compare_integers(self, op: arith.CmpiOp, operands: Sequence[Value]) -> Value:
+        lhs, rhs = self._numbers(op, operands)
+        name = _CMPI_NAMES[op.predicate.value.data]
+        if isinstance(lhs, Scalar) and isinstance(rhs, Scalar):
+            return self._scalar(arith.CmpiOp(lhs.value, rhs.value, name))
+        if isinstance(lhs, Scalar):
+            lhs, rhs, name = rhs, lhs, _CMPI_SWAPPED[name]
+        fn = _INTEGER_COMPARE["eq" if name == "ne" else name]
+        flags = Tensor(
+            self.emit.insert(CompareOp(lhs.value, rhs.value, self.emit.empty(i1), fn)).results[0]
+        )
+        return self._negated(flags) if name == "ne" else flags
+
+    @level2.rule(arith.AndIOp, arith.XOrIOp)
+    def logic(self, op: Operation, operands: Sequence[Value]) -> Value:
+        lhs, rhs = self._numbers(op, operands)
+        if isinstance(op, arith.XOrIOp) and (self._is_true(lhs) or self._is_true(rhs)):
+            other = rhs if self._is_true(lhs) else lhs
+            if isinstance(other, Tensor):
+                return self._negated(other)  # xori %x, true: a negation
+        if isinstance(lhs, Scalar) and isinstance(rhs, Scalar):
+            return self._scalar(type(op)(lhs.value, rhs.value))  # type: ignore[call-arg]
+        element = op.results[0].type
+        lhs, rhs = self._tensor(lhs, element), self._tensor(rhs, element)
+        fn = HfusionBinaryFn.VAND if isinstance(op, arith.AndIOp) else HfusionBinaryFn.VXOR
+        out = self.emit.empty(element)
+        return Tensor(
+            self.emit.insert(HfusionElemwiseBinaryOp(lhs.value, rhs.value, out, fn)).results[0]
+        )
+
+    @level2.rule(arith.ExtSIOp, arith.ExtUIOp)
+    def extend(self, op: Operation, operands: Sequence[Value]) -> Value:
+        (value,) = self._numbers(op, operands)
+        target = op.results[0].type
         if isinstance(value, Scalar):
             return self._scalar(type(op)(value.value, target))  # type: ignore[call-arg]
         return Tensor(self.emit.insert(CastOp(value.value, self.emit.empty(target))).results[0])
+
+    @level2.rule(arith.AddiOp)
+    def add_integers(self, op: arith.AddiOp, operands: Sequence[Value]) -> Value:
+        lhs, rhs = self._numbers(op, operands)
+        if isinstance(lhs, Scalar) and isinstance(rhs, Scalar):
+            return self._scalar(arith.AddiOp(lhs.value, rhs.value))
+        out = self.emit.empty(op.result.type)
+        return Tensor(
+            self.emit.insert(ElemwiseBinaryOp(lhs.value, rhs.value, out, BinaryFn.ADD)).results[0]
+        )
 
     @level2.rule(arith.CmpfOp)
     def compare(self, op: arith.CmpfOp, operands: Sequence[Value]) -> Value:
@@ -169,7 +326,7 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
     def select(self, op: arith.SelectOp, operands: Sequence[Value]) -> Value:
         cond, when_true, when_false = operands
         if not isinstance(cond, Comparison):
-            raise level2.Level2ContractError(op, "an arith.select chooses by an arith.cmpf")
+            return self._select_by_mask(op, operands)
         when_true, when_false = self._numbers(op, [when_true, when_false])
         element = op.result.type
         if all(isinstance(v, Scalar) for v in (cond.lhs, cond.rhs, when_true, when_false)):
@@ -199,3 +356,16 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
         return Tensor(
             self.emit.insert(SelectOp(flags, when_true.value, when_false.value, out)).results[0]
         )
+
+    def _select_by_mask(self, op: arith.SelectOp, operands: Sequence[Value]) -> Value:
+        """A select under an i1 value (cmpi, andi, ...): a scalar one where everything is
+        scalar, else hfusion.select on a mask tensor with one tensor branch."""
+        cond, when_true, when_false = self._numbers(op, operands)
+        element = op.result.type
+        if all(isinstance(v, Scalar) for v in (cond, when_true, when_false)):
+            return self._scalar(arith.SelectOp(cond.value, when_true.value, when_false.value))
+        cond = self._tensor(cond, i1)
+        if isinstance(when_true, Scalar) and isinstance(when_false, Scalar):
+            when_false = self._tensor(when_false, element)
+        select = SelectOp(cond.value, when_true.value, when_false.value, self.emit.empty(element))
+        return Tensor(self.emit.insert(select).results[0])

@@ -31,6 +31,8 @@ from lossgrad_compiler.dialects.hfusion.attributes import (
     CompareFnAttr,
     FunctionKind,
     FunctionKindAttr,
+    HfusionBinaryFn,
+    HfusionBinaryFnAttr,
     HostFuncType,
     HostFuncTypeAttr,
     RoundMode,
@@ -41,11 +43,14 @@ from lossgrad_compiler.dialects.hfusion.attributes import (
 from lossgrad_compiler.dialects.hfusion.ops import (
     COMPARE_FUNCTIONS,
     HFUSION_FORM_OPS,
+    ArangeOp,
+    BitcastOp,
     CastOp,
     CompareOp,
     ElementwiseNamedOp,
     ElemwiseBinaryOp,
     ElemwiseUnaryOp,
+    HfusionElemwiseBinaryOp,
     SelectOp,
 )
 
@@ -58,8 +63,8 @@ HACC_HOST_FUNC_TYPE = "hacc.host_func_type"
 
 Hfusion = Dialect(
     "hfusion",
-    list(HFUSION_FORM_OPS),
-    [BinaryFnAttr, UnaryFnAttr, RoundModeAttr, CompareFnAttr],
+    [*HFUSION_FORM_OPS, ArangeOp],
+    [BinaryFnAttr, UnaryFnAttr, HfusionBinaryFnAttr, RoundModeAttr, CompareFnAttr],
 )
 
 Hacc = Dialect("hacc", [], [FunctionKindAttr, HostFuncTypeAttr])
@@ -70,8 +75,10 @@ __all__ = [
     "HACC_FUNCTION_KIND",
     "HACC_HOST_FUNC_TYPE",
     "HFUSION_FORM_OPS",
+    "ArangeOp",
     "BinaryFn",
     "BinaryFnAttr",
+    "BitcastOp",
     "CastOp",
     "CompareFn",
     "CompareFnAttr",
@@ -83,6 +90,9 @@ __all__ = [
     "FunctionKindAttr",
     "Hacc",
     "Hfusion",
+    "HfusionBinaryFn",
+    "HfusionBinaryFnAttr",
+    "HfusionElemwiseBinaryOp",
     "HostFuncType",
     "HostFuncTypeAttr",
     "RoundMode",

@@ -60,6 +60,15 @@ class UnaryFn(StrEnum):
     ERF = "erf"
 
 
+class HfusionBinaryFn(StrEnum):
+    """The cases of `#hfusion.binary_fn` the HFusion form uses (i1 logic of the
+    classification masks); HFusionEnums.td has more (shifts, modulo, ...), not read here."""
+
+    VOR = "vor"
+    VAND = "vand"
+    VXOR = "vxor"
+
+
 class RoundMode(StrEnum):
     RINT = "rint"
     ROUND = "round"
@@ -110,6 +119,11 @@ class BinaryFnAttr(InAngles, EnumAttribute[BinaryFn]):
 @irdl_attr_definition
 class UnaryFnAttr(InAngles, EnumAttribute[UnaryFn]):
     name = "linalg.unary_fn"
+
+
+@irdl_attr_definition
+class HfusionBinaryFnAttr(InAngles, EnumAttribute[HfusionBinaryFn]):
+    name = "hfusion.binary_fn"
 
 
 @irdl_attr_definition

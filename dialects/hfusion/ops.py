@@ -22,6 +22,7 @@ from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
+    IndexType,
     IntegerType,
     ShapedType,
     TensorType,
@@ -31,8 +32,18 @@ from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
-from xdsl.irdl import irdl_op_definition, prop_def
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
 from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from lossgrad_compiler.dialects.hfusion.attributes import (
@@ -40,6 +51,8 @@ from lossgrad_compiler.dialects.hfusion.attributes import (
     BinaryFnAttr,
     CompareFn,
     CompareFnAttr,
+    HfusionBinaryFn,
+    HfusionBinaryFnAttr,
     RoundMode,
     RoundModeAttr,
     UnaryFn,
@@ -57,6 +70,11 @@ def _element(value: SSAValue) -> Attribute:
 
 def _is_i1(element: Attribute) -> bool:
     return isinstance(element, IntegerType) and element.width.data == 1
+
+
+def _width(element: Attribute) -> int | None:
+    """The bit width of an integer element type (None: not an integer)."""
+    return element.width.data if isinstance(element, IntegerType) else None
 
 
 class ElementwiseNamedOp(NamedOperation):
@@ -182,6 +200,38 @@ _BINARY: dict[BinaryFn, type[Operation]] = {
 }
 """Float forms of linalg's binary functions (MLIR's RegionBuilderHelper::buildBinaryFn)."""
 
+_INTEGER_BINARY: dict[BinaryFn, type[Operation]] = {
+    BinaryFn.ADD: arith.AddiOp,
+    BinaryFn.SUB: arith.SubiOp,
+    BinaryFn.MUL: arith.MuliOp,
+    BinaryFn.MAX_SIGNED: arith.MaxSIOp,
+    BinaryFn.MIN_SIGNED: arith.MinSIOp,
+}
+"""Integer forms of linalg's binary functions (the class check's count: its sum and the
+`max(s, s)` after it)."""
+
+_HFUSION_BINARY: dict[HfusionBinaryFn, type[Operation]] = {
+    HfusionBinaryFn.VAND: arith.AndIOp,
+    HfusionBinaryFn.VOR: arith.OrIOp,
+    HfusionBinaryFn.VXOR: arith.XOrIOp,
+}
+"""AscendNPU IR's bitwise binary functions (HFusionOps.cpp's region builder)."""
+
+_INTEGER_COMPARE: dict[CompareFn, str] = {
+    CompareFn.VEQ: "eq",
+    CompareFn.VNE: "ne",
+    CompareFn.VLE: "sle",
+    CompareFn.VLT: "slt",
+    CompareFn.VGE: "sge",
+    CompareFn.VGT: "sgt",
+    CompareFn.VULE: "ule",
+    CompareFn.VULT: "ult",
+    CompareFn.VUGE: "uge",
+    CompareFn.VUGT: "ugt",
+}
+"""The arith.cmpi predicate of each compare function on integers: `v*` signed, `vu*`
+unsigned."""
+
 _UNARY: dict[UnaryFn, type[Operation]] = {
     UnaryFn.EXP: math.ExpOp,
     UnaryFn.LOG: math.LogOp,
@@ -226,13 +276,40 @@ class ElemwiseBinaryOp(ElementwiseNamedOp):
         self._build([lhs, rhs], out, fun=BinaryFnAttr(fun))
 
     def modelled(self) -> bool:
-        return self.fun.data in _BINARY
+        table = _INTEGER_BINARY if _width(_element(self.outputs[0])) else _BINARY
+        return self.fun.data in table
 
     def scalar_body(self, args: Sequence[SSAValue], out_element: Attribute) -> Body:
-        return [_BINARY[self.fun.data](args[0], args[1])]
+        table = _INTEGER_BINARY if _width(out_element) else _BINARY
+        return [table[self.fun.data](args[0], args[1])]
 
     def check_elements(self, inputs: list[Attribute], out: Attribute) -> None:
+        if _width(out) and all(e == out for e in inputs):
+            return  # integers: the target check's count
         self._same_float(inputs, out)
+
+
+@irdl_op_definition
+class HfusionElemwiseBinaryOp(ElementwiseNamedOp):
+    """hfusion.elemwise_binary: AscendNPU IR's own binary functions, here `vand`/`vor`/
+    `vxor` on i1 masks (or integers), bitwise per element."""
+
+    name = "hfusion.elemwise_binary"
+    ARITY: ClassVar[int] = 2
+    fun = prop_def(HfusionBinaryFnAttr)
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, out: SSAValue, fun: HfusionBinaryFn):
+        self._build([lhs, rhs], out, fun=HfusionBinaryFnAttr(fun))
+
+    def scalar_body(self, args: Sequence[SSAValue], out_element: Attribute) -> Body:
+        return [_HFUSION_BINARY[self.fun.data](args[0], args[1])]
+
+    def check_elements(self, inputs: list[Attribute], out: Attribute) -> None:
+        if not _width(out) or any(e != out for e in inputs):
+            raise VerifyException(
+                f"'{self.name}' inputs and output have one integer type here, got "
+                f"{', '.join(map(str, inputs))} -> {out}"
+            )
 
 
 @irdl_op_definition
@@ -276,17 +353,32 @@ class CastOp(ElementwiseNamedOp):
         )
 
     def modelled(self) -> bool:
+        if _width(_element(self.inputs[0])):
+            return True  # integers: extended or truncated, no rounding
         # A narrowing cast is arith.truncf only when it rounds to nearest-even.
         return self._widens() or self.round_mode.data is RoundMode.RINT
 
     def scalar_body(self, args: Sequence[SSAValue], out_element: Attribute) -> Body:
+        source = _width(args[0].type)
+        if source is not None:
+            target = _width(out_element) or 0
+            if source == 1:
+                return [arith.ExtUIOp(args[0], out_element)]  # a mask: 0 or 1
+            if source < target:
+                return [arith.ExtSIOp(args[0], out_element)]
+            return [arith.TruncIOp(args[0], out_element)]
         if self._widens():
             return [arith.ExtFOp(args[0], out_element)]
         return [arith.TruncFOp(args[0], out_element)]
 
     def check_elements(self, inputs: list[Attribute], out: Attribute) -> None:
-        if not isinstance(inputs[0], AnyFloat) or not isinstance(out, AnyFloat):
-            raise VerifyException(f"'{self.name}' casts between float types here")
+        floats = isinstance(inputs[0], AnyFloat) and isinstance(out, AnyFloat)
+        integers = _width(inputs[0]) is not None and (_width(out) or 0) > 1
+        if not (floats or integers):
+            raise VerifyException(
+                f"'{self.name}' casts between float types, or from an integer (i1 a mask) "
+                f"to an integer but i1, here; got {inputs[0]} -> {out}"
+            )
 
 
 @irdl_op_definition
@@ -301,13 +393,16 @@ class CompareOp(ElementwiseNamedOp):
         self._build([lhs, rhs], out, compare_fn=CompareFnAttr(compare_fn))
 
     def scalar_body(self, args: Sequence[SSAValue], out_element: Attribute) -> Body:
+        if _width(args[0].type):
+            return [arith.CmpiOp(args[0], args[1], _INTEGER_COMPARE[self.compare_fn.data])]
         return [arith.CmpfOp(args[0], args[1], _COMPARE[self.compare_fn.data])]
 
     def check_elements(self, inputs: list[Attribute], out: Attribute) -> None:
-        if not _is_i1(out) or not isinstance(inputs[0], AnyFloat) or inputs[0] != inputs[1]:
+        comparable = isinstance(inputs[0], AnyFloat) or (_width(inputs[0]) or 0) > 1
+        if not _is_i1(out) or not comparable or inputs[0] != inputs[1]:
             raise VerifyException(
-                f"'{self.name}' compares two values of one float type into i1, got "
-                f"{inputs[0]}, {inputs[1]} -> {out}"
+                f"'{self.name}' compares two values of one float or integer type into i1, "
+                f"got {inputs[0]}, {inputs[1]} -> {out}"
             )
 
 
@@ -332,10 +427,108 @@ class SelectOp(ElementwiseNamedOp):
             )
 
 
+@irdl_op_definition
+class BitcastOp(ElementwiseNamedOp):
+    """hfusion.bitcast: the same bits as another type of the same width (the HFusion form
+    uses bf16/f16 <-> i16 to keep a rounding that AscendNPU IR 1.2.0 would fold away)."""
+
+    name = "hfusion.bitcast"
+    ARITY: ClassVar[int] = 1
+
+    def __init__(self, value: SSAValue, out: SSAValue) -> None:
+        self._build([value], out)
+
+    def scalar_body(self, args: Sequence[SSAValue], out_element: Attribute) -> Body:
+        return [arith.BitcastOp(args[0], out_element)]
+
+    def check_elements(self, inputs: list[Attribute], out: Attribute) -> None:
+        widths = [_width(e) or getattr(e, "bitwidth", None) for e in (inputs[0], out)]
+        if widths[0] is None or widths[0] != widths[1]:
+            raise VerifyException(
+                f"'{self.name}' reinterprets bits as a type of the same width, got "
+                f"{inputs[0]} -> {out}"
+            )
+
+
+@irdl_op_definition
+class ArangeOp(IRDLOperation):
+    """hfusion.arange: each element is `offset + sum_k index_k * strides[k]` (an integer
+    tensor); with stride 1 on one dimension and 0 elsewhere, the position on that axis
+    (level 2's `linalg.index`). Printed as AscendNPU IR prints it:
+
+        %j = hfusion.arange offset[%c0] strides[%c0, %c1] outs(%e : tensor<?x5xi64>)
+               -> tensor<?x5xi64>
+    """
+
+    name = "hfusion.arange"
+    offset = opt_operand_def(IndexType)
+    strides = var_operand_def(IndexType)
+    init = operand_def(TensorType)
+    result = result_def(TensorType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, offset: SSAValue | None, strides: Sequence[SSAValue], init: SSAValue):
+        super().__init__(
+            operands=[[offset] if offset is not None else [], list(strides), init],
+            result_types=[init.type],
+        )
+
+    def verify_(self) -> None:
+        out = self.init.type
+        assert isinstance(out, TensorType)
+        if not _width(out.get_element_type()) or len(self.strides) != len(out.get_shape()):
+            raise VerifyException(
+                f"'{self.name}' fills an integer tensor and takes one stride per dimension"
+            )
+        if self.result.type != out:
+            raise VerifyException(f"'{self.name}' returns its output's type {out}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" offset[")
+        if self.offset is not None:
+            printer.print_operand(self.offset)
+        printer.print_string("] strides[")
+        printer.print_list(self.strides, printer.print_operand)
+        printer.print_string("] outs(")
+        printer.print_operand(self.init)
+        printer.print_string(" : ")
+        printer.print_attribute(self.init.type)
+        printer.print_string(") -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ArangeOp:
+        parser.parse_keyword("offset")
+        offsets = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, parser.parse_unresolved_operand
+        )
+        parser.parse_keyword("strides")
+        strides = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, parser.parse_unresolved_operand
+        )
+        parser.parse_keyword("outs")
+        parser.parse_punctuation("(")
+        init = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        init_type = parser.parse_type()
+        parser.parse_punctuation(")")
+        parser.parse_punctuation("->")
+        parser.parse_type()
+        index = IndexType()
+        resolved = [parser.resolve_operand(o, index) for o in (*offsets, *strides)]
+        return cls(
+            resolved[0] if offsets else None,
+            resolved[len(offsets) :],
+            parser.resolve_operand(init, init_type),
+        )
+
+
 HFUSION_FORM_OPS: tuple[type[ElementwiseNamedOp], ...] = (
     ElemwiseBinaryOp,
     ElemwiseUnaryOp,
+    HfusionElemwiseBinaryOp,
     CastOp,
+    BitcastOp,
     CompareOp,
     SelectOp,
 )

@@ -3,7 +3,10 @@ shape of `reference.evaluate`, and `evaluate_calls` for many calls.
 
 Every call is checked by the pipeline first (errors carry the aclnn codes); each signature's
 level 2 becomes one runner library (backends/ascendnpu_ir/cpu_runner.py), which
-runtime/ascendnpu_ir loads and calls as the host would on a device."""
+runtime/ascendnpu_ir loads and calls as the host would on a device. A signature with value
+checks (the classification operators' target check, docs/level2.md) has one library more
+per check, its count's kernel; a count that is not 0 raises the check's error
+(TARGET_RANGE, aclnn 161002) before the gradient is returned."""
 
 from __future__ import annotations
 
@@ -12,9 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from lossgrad_compiler import messages, spec
 from lossgrad_compiler.backends.ascendnpu_ir.cpu_runner import runner_library
 from lossgrad_compiler.backends.ascendnpu_ir.hivm import AscendNpuIrSoc
+from lossgrad_compiler.backends.ascendnpu_ir.split import check_function_name
 from lossgrad_compiler.calls import Call
+from lossgrad_compiler.errors import UnsupportedByBackendError
+from lossgrad_compiler.level2 import read_checks
 from lossgrad_compiler.pipeline import calls_level2, checked_calls, signature
 from lossgrad_compiler.runtime.ascendnpu_ir import RunnerLibrary
 
@@ -41,13 +48,40 @@ def evaluate_calls(
     if not prepared:
         return []
     libraries: dict[str, RunnerLibrary] = {}
+    checks: dict[str, tuple[str, ...]] = {}  # the value checks of each signature
     results = []
     for call in prepared:
         checked = call.checked
         name = signature(checked).id
+        arrays = list(call.arrays.values())
         if name not in libraries:
-            path = runner_library(calls_level2([checked]), soc, schedule=schedule)
-            libraries[name] = RunnerLibrary(path)
+            level2 = calls_level2([checked])
+            libraries[name] = RunnerLibrary(runner_library(level2, soc, schedule=schedule))
+            checks[name] = read_checks(next(iter(level2.ops)))  # type: ignore[arg-type]
+            for k, rule in enumerate(checks[name], start=1):
+                if rule not in CHECK_ERRORS:
+                    raise UnsupportedByBackendError(name, "check", f"no error for '{rule}'")
+                path = runner_library(level2, soc, schedule=schedule, result=k)
+                libraries[check_function_name(name, rule)] = RunnerLibrary(path)
+        for rule in checks[name]:
+            kernel = check_function_name(name, rule)
+            count = int(libraries[kernel].run(kernel, arrays, np.zeros((), np.int64)))
+            if count:
+                raise CHECK_ERRORS[rule](checked, count)
         result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
-        results.append(libraries[name].run(name, list(call.arrays.values()), result))
+        results.append(libraries[name].run(name, arrays, result))
     return results
+
+
+def _target_range(checked: spec.CheckedCall, count: int) -> Exception:
+    shape = checked.shapes["self"] or ()
+    return messages.TARGET_RANGE(
+        checked.op.name,
+        count=count,
+        classes=shape[checked.class_dim],
+        ignore_index=int(checked.attrs["ignore_index"]),
+    )
+
+
+CHECK_ERRORS = {messages.TARGET_RANGE.key: _target_range}
+"""The error of each value check (a level-2 `lossgrad.checks` rule), from its count."""

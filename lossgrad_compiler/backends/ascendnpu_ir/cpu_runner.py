@@ -39,6 +39,7 @@ from xdsl.ir import Block, Region
 
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
 from lossgrad_compiler.backends.ascendnpu_ir.hivm import AscendNpuIrSoc
+from lossgrad_compiler.backends.ascendnpu_ir.split import split_results
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import (
     EXTRA_HINT,
     AscendNpuIrUnavailableError,
@@ -94,10 +95,12 @@ def llvmlite_binding() -> Any:
     return llvm
 
 
-def runner_module(level2: ModuleOp) -> ModuleOp:
-    """The HFusion form of a level-2 module with C interfaces on the kernels and the
-    runner's host entry."""
-    return with_runner_entry(hfusion_module(level2))
+def runner_module(level2: ModuleOp, result: int = 0) -> ModuleOp:
+    """The HFusion form of a level-2 module of one signature with C interfaces on the
+    kernels and the runner's host entry: the function of its `result`-th result (the
+    gradient, or a check's count: split.py, one kernel per function)."""
+    functions = list(split_results(hfusion_module(level2)).ops)
+    return with_runner_entry(ModuleOp([functions[result].clone()]))
 
 
 def with_runner_entry(module: ModuleOp) -> ModuleOp:
@@ -204,14 +207,17 @@ def build_library(ir: str, path: Path) -> None:
         write_atomically(path, linked.read_bytes())
 
 
-def runner_library(level2: ModuleOp, soc: AscendNpuIrSoc, *, schedule: bool = True) -> Path:
-    """The cached shared library of one signature's scheduled kernel, from a level-2 module
-    of that one signature (built now if the cache has no valid one). One signature per
-    module, as the target compiles them: AscendNPU IR 1.2.0 crashes on, or silently
-    miscompiles, some modules that hold several."""
+def runner_library(
+    level2: ModuleOp, soc: AscendNpuIrSoc, *, schedule: bool = True, result: int = 0
+) -> Path:
+    """The cached shared library of one signature's scheduled kernel (of its `result`-th
+    result: 0 the gradient, k > 0 a check's count), from a level-2 module of that one
+    signature (built now if the cache has no valid one). One signature per module, as the
+    target compiles them: AscendNPU IR 1.2.0 crashes on, or silently miscompiles, some
+    modules that hold several."""
     (function,) = level2.ops
     assert isinstance(function, func.FuncOp)
-    text = str(runner_module(level2))
+    text = str(runner_module(level2, result))
     parts = [text, version(), BUILD_RECIPE, *soc.opt_options, f"schedule={schedule}"]
     key = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 

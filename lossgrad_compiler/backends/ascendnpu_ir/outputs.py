@@ -5,6 +5,10 @@ DIR/<signature id>/compile.sh            the bishengir-compile command (needs CA
 DIR/<signature id>/kernel.hivm.mlir      the HIVM IR bishengir-opt makes here
 DIR/<signature id>/summary.json          kernels, fusion kind, block dim, UB buffers,
                                          HIVM vector ops by kind
+DIR/<signature id>/check_<rule>.hfusion.mlir, check_<rule>.hivm.mlir
+                                         a value check's count (the classification
+                                         operators' target_range), its own kernel
+                                         (split.py); summary.json's "checks" has its summary
 DIR/summary.json                         every signature's summary
 """
 
@@ -21,6 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.ascendnpu_ir.hfusion import hfusion_module
 from lossgrad_compiler.backends.ascendnpu_ir.hivm import AscendNpuIrSoc, hivm_text
+from lossgrad_compiler.backends.ascendnpu_ir.split import split_results
 from lossgrad_compiler.backends.ascendnpu_ir.summary import summarize
 from lossgrad_compiler.backends.ascendnpu_ir.toolchain import version
 from lossgrad_compiler.backends.build_cache import write_atomically
@@ -70,9 +75,20 @@ def signature_outputs(module: ModuleOp, soc: AscendNpuIrSoc) -> Outputs:
     summaries = []
     for function, converted in zip(functions, hfusion.ops, strict=True):
         assert isinstance(converted, func.FuncOp) and converted.sym_name.data == function.name
-        text = str(ModuleOp([converted.clone()]))
+        gradient, *counts = split_results(ModuleOp([converted.clone()])).ops
+        assert isinstance(gradient, func.FuncOp)
+        text = str(ModuleOp([gradient.clone()]))
         hivm = hivm_text(text, soc)
-        summary = signature_summary(function, converted, hivm, soc)
+        summary = signature_summary(function, gradient, hivm, soc)
+        checks: dict[str, Any] = {}
+        for check, count in zip(function.checks, counts, strict=True):
+            count_text = str(ModuleOp([count.clone()]))
+            count_hivm = hivm_text(count_text, soc)
+            files[f"{function.name}/check_{check.rule}.hfusion.mlir"] = count_text.encode()
+            files[f"{function.name}/check_{check.rule}.hivm.mlir"] = count_hivm.encode()
+            checks[check.rule] = summarize(count_hivm).as_json()
+        if checks:
+            summary["checks"] = checks
         script = (
             "#!/bin/sh\n# Turns the HFusion form into an Ascend kernel binary. bishengir-compile\n"
             "# runs CANN's hivmc last: it needs the CANN toolkit on PATH.\nset -e\n"
@@ -91,9 +107,7 @@ def signature_outputs(module: ModuleOp, soc: AscendNpuIrSoc) -> Outputs:
     return Outputs(files, executables, summaries)
 
 
-def write_outputs(
-    module: ModuleOp, out_dir: Path, soc: AscendNpuIrSoc
-) -> list[dict[str, Any]]:
+def write_outputs(module: ModuleOp, out_dir: Path, soc: AscendNpuIrSoc) -> list[dict[str, Any]]:
     """Write every signature's files under `out_dir`; their summaries."""
     outputs = signature_outputs(module, soc)
     for relative, data in outputs.files.items():

@@ -37,7 +37,7 @@
 %x = "test.op"() : () -> tensor<4xf32>
 %e = "test.op"() : () -> tensor<4xf32>
 %r = hfusion.compare {compare_fn = #hfusion.compare_fn<veq>} ins(%x, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
-// CHECK: 'hfusion.compare' compares two values of one float type into i1, got f32, f32 -> f32
+// CHECK: 'hfusion.compare' compares two values of one float or integer type into i1, got f32, f32 -> f32
 
 // -----
 
@@ -51,3 +51,30 @@
 %x = "test.op"() : () -> tensor<4xf32>
 %r = hfusion.cast {round_mode = #hfusion.round_mode<rint>} ins(%x : tensor<4xf32>) outs(%x : tensor<4xf32>) -> tensor<4xf16>
 // CHECK: 'hfusion.cast' returns its output's type tensor<4xf32>
+
+// -----
+
+%x = "test.op"() : () -> tensor<4xf32>
+%r = hfusion.elemwise_binary {fun = #hfusion.binary_fn<vand>} ins(%x, %x : tensor<4xf32>, tensor<4xf32>) outs(%x : tensor<4xf32>) -> tensor<4xf32>
+// CHECK: 'hfusion.elemwise_binary' inputs and output have one integer type here, got f32, f32 -> f32
+
+// -----
+
+%x = "test.op"() : () -> tensor<4xbf16>
+%e = "test.op"() : () -> tensor<4xi32>
+%r = hfusion.bitcast ins(%x : tensor<4xbf16>) outs(%e : tensor<4xi32>) -> tensor<4xi32>
+// CHECK: 'hfusion.bitcast' reinterprets bits as a type of the same width, got bf16 -> i32
+
+// -----
+
+%c0 = "test.op"() : () -> index
+%e = "test.op"() : () -> tensor<4x5xi64>
+%r = hfusion.arange offset[%c0] strides[%c0] outs(%e : tensor<4x5xi64>) -> tensor<4x5xi64>
+// CHECK: 'hfusion.arange' fills an integer tensor and takes one stride per dimension
+
+// -----
+
+%x = "test.op"() : () -> tensor<4xi1>
+%e = "test.op"() : () -> tensor<4xi1>
+%r = hfusion.cast {round_mode = #hfusion.round_mode<rint>} ins(%x : tensor<4xi1>) outs(%e : tensor<4xi1>) -> tensor<4xi1>
+// CHECK: 'hfusion.cast' casts between float types, or from an integer (i1 a mask) to an integer but i1, here; got i1 -> i1
