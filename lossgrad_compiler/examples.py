@@ -12,11 +12,11 @@ float32, float16 and bfloat16.
 
     node          op                                    reduction   other          result
     kl_student    KlDivBackward                         batchmean   log_target=1   float32[N,10]
-    cls_nll       NLLLossBackward                       mean        weight, ii=3   float32[N,10]
     kl_prior      KlDivTargetBackward                   mean        log_target=0   bfloat16[10]
     box_l1        SmoothL1LossBackward                  none        beta=0.5       float32[N,4]
     tags_bce      BinaryCrossEntropyWithLogitsBackward  mean        pos_weight     float32[N,5]
     value_mse     MseLossBackward                       mean                       float32[N,1]
+    cls_nll       NLLLossBackward                       mean        weight, ii=3   float32[N,10]
 
 `training_step_model()` puts standard nodes around the same nodes (LogSoftmax and a Cast
 before them, Mul, Sum and a Cast after them), as a whole training graph would.
@@ -42,10 +42,6 @@ INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
     ("grad_kl", "float32", ()),  # d(total loss)/d(kl loss): a 0-d scalar
     ("student_logp", "float32", (BATCH, CLASSES)),
     ("teacher_logp", "float32", (BATCH, CLASSES)),
-    ("grad_cls", "float32", ()),
-    ("labels", "int64", (BATCH,)),  # class indices, UNLABELLED where a sample has none
-    ("cls_total_weight", "float32", ()),  # the forward's sum of the kept samples' weights
-    ("class_weight", "float32", (CLASSES,)),
     ("grad_prior", "float32", ()),
     ("class_prior", "bfloat16", (CLASSES,)),  # broadcast over the batch
     ("grad_box", "float32", (BATCH, BOX)),  # reduction none: one gradient per element
@@ -58,6 +54,10 @@ INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
     ("grad_value", "float32", ()),
     ("value_pred", "float32", (BATCH, 1)),
     ("value_target", "float32", (BATCH, 1)),
+    ("grad_cls", "float32", ()),
+    ("labels", "int64", (BATCH,)),  # class indices, UNLABELLED where a sample has none
+    ("cls_total_weight", "float32", ()),  # the forward's sum of the kept samples' weights
+    ("class_weight", "float32", (CLASSES,)),
 )
 
 
@@ -71,14 +71,6 @@ def example_model() -> ModelProto:
             name="kl_student",
             reduction="batchmean",
             log_target=1,
-        ),
-        lo.make_node(
-            "NLLLossBackward",
-            ["grad_cls", "student_logp", "labels", "cls_total_weight", "class_weight"],
-            "grad_student_logp_cls",
-            name="cls_nll",
-            reduction="mean",
-            ignore_index=UNLABELLED,
         ),
         lo.make_node(
             "KlDivTargetBackward",
@@ -110,6 +102,14 @@ def example_model() -> ModelProto:
             name="value_mse",
             reduction="mean",
         ),
+        lo.make_node(
+            "NLLLossBackward",
+            ["grad_cls", "student_logp", "labels", "cls_total_weight", "class_weight"],
+            "grad_student_logp_cls",
+            name="cls_nll",
+            reduction="mean",
+            ignore_index=UNLABELLED,
+        ),
     ]
     graph = lo.make_graph(nodes, INPUTS, list(OUTPUTS), name="loss_gradients")
     return lo.make_model(graph, doc="lossgrad_compiler example: loss gradients of a training step")
@@ -117,11 +117,11 @@ def example_model() -> ModelProto:
 
 OUTPUTS = (
     "grad_student_logp",
-    "grad_student_logp_cls",
     "grad_class_prior",
     "grad_box_pred",
     "grad_tag_logits",
     "grad_value_pred",
+    "grad_student_logp_cls",
 )
 
 
@@ -139,10 +139,6 @@ def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
         "grad_kl": np.array(1.0, np.float32),
         "student_logp": student.astype(np.float32),
         "teacher_logp": teacher.astype(np.float32),
-        "grad_cls": np.array(1.0, np.float32),
-        "labels": labels.astype(np.int64),
-        "cls_total_weight": np.array(class_weight[kept].sum(dtype=np.float32), np.float32),
-        "class_weight": class_weight,
         "grad_prior": np.array(0.1, np.float32),
         "class_prior": prior.astype(ml_dtypes.bfloat16),
         "grad_box": (0.5 * rng.standard_normal((batch, BOX))).astype(np.float32),
@@ -155,6 +151,10 @@ def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
         "grad_value": np.array(0.5, np.float32),
         "value_pred": rng.standard_normal((batch, 1)).astype(np.float32),
         "value_target": rng.standard_normal((batch, 1)).astype(np.float32),
+        "grad_cls": np.array(1.0, np.float32),
+        "labels": labels.astype(np.int64),
+        "cls_total_weight": np.array(class_weight[kept].sum(dtype=np.float32), np.float32),
+        "class_weight": class_weight,
     }
 
 

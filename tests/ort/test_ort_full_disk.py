@@ -23,6 +23,7 @@ import pytest
 
 from lossgrad_compiler.backends.ort import build
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, build_shared_library
+from lossgrad_compiler.targets.ort_library import kernel_library_source
 from tests.ort.support import TWO_NATIVE_RUNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,8 +122,9 @@ def test_full_cache_file_system_warns_once_and_is_not_retried(tmp_path: Path) ->
     env = {**os.environ, "LOSSGRAD_CACHE_DIR": str(cache), "CXX": str(wrapper)}
     env.pop(build.ENV_MARCH, None)
     run = [sys.executable, "-c", RUN_SCRIPT, str(cache)]
-    # 1 MiB: the 0.4 MB source fits, the 1.9 MB library does not
-    output = _on_small_tmpfs(cache, "1m", [run, run], env)
+    # the source fits (with a MiB to spare), the library, about three times its size, does not
+    size = f"{(len(kernel_library_source().encode()) >> 20) + 1}m"
+    output = _on_small_tmpfs(cache, size, [run, run], env)
     first, second = output.split("=== ")[:2]
     assert output.count("=== 0") == 2, output
     for part in (first, second):

@@ -171,10 +171,13 @@ def test_the_lowered_function_carries_the_validated_divisor() -> None:
     for function in level2.signature_functions(module):
         site = checked[function.name]
         want = spec.divisor_rule(
-            site.signature.attributes["reduction"], len(site.signature.patterns[1])
+            site.signature.attributes["reduction"],
+            len(site.signature.patterns[1]),
+            site.signature.op,
         )
         assert level2.read_divisor(function.function) is want
-        assert (function.scale.divisor if function.scale else None) is want
+        scaled = None if want is spec.Divisor.TOTAL_WEIGHT else want  # an input, not a scale
+        assert (function.scale.divisor if function.scale else None) is scaled
 
 
 # --------------------------------------------------------------------------- ONNX backend

@@ -5,24 +5,18 @@ every ignore_index.
 
 Every dimension is dynamic except the one-element inputs (grad_output of a reduced loss,
 total_weight), which are 0-d: a `[1]` one is read at position 0 all the same. The
-functions are built here at lossgrad level (frontend/ir.py's signatures hold float inputs
-only) and lowered by the same pass as every signature."""
+signatures are lowered by the pipeline with the broadcast operators' variants
+(variants.library_signatures); this module runs no lowering."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-
-from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerType, ModuleOp, TensorType
-from xdsl.ir import Block, Region
 
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.cxx import cxx_identifier
-from lossgrad_compiler.context import make_context
-from lossgrad_compiler.dialects.lossgrad import MLIR_FLOAT_TYPES, make_op
-from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
+from lossgrad_compiler.frontend.signature import Pattern, Signature
 
 
 @dataclass(frozen=True)
@@ -71,37 +65,42 @@ def class_variants(op: spec.OperatorSpec) -> list[ClassVariant]:
     ]
 
 
-def _function(v: ClassVariant) -> func.FuncOp:
+def signature(v: ClassVariant) -> Signature:
+    """The variant's signature: every dimension dynamic but the one-element inputs, which
+    are 0-d (a `[1]` one is read at position 0 all the same); ignore_index is a run-time
+    parameter of the form the library lowers in, so its value here is the default."""
     rows = v.rank - 1
     per_element = v.reduction_value == "none" and v.rank >= 2
-    float_type = MLIR_FLOAT_TYPES[v.element.mlir]
-    dynamic = [DYNAMIC_INDEX]
-    shapes = {
-        "grad_output": dynamic * rows if per_element else [],
+    dynamic: Pattern = (None,)
+    patterns: dict[str, Pattern] = {
+        "grad_output": dynamic * rows if per_element else (),
         "self": dynamic * v.rank,
         "target": dynamic * rows,
-        "total_weight": [],
+        "total_weight": (),
     }
     if v.weight:
-        shapes["weight"] = dynamic
-    types = [
-        TensorType(IntegerType(v.index.bits) if n == "target" else float_type, s)
-        for n, s in shapes.items()
-    ]
-    block = Block(arg_types=types)
+        patterns["weight"] = dynamic
+    types = tuple(
+        (v.index if n == "target" else v.element) if n in patterns else None
+        for n in v.op.input_names
+    )
     attrs = spec.check_attributes(v.op, {"reduction": v.reduction_value})
-    op = make_op(v.op.name, dict(zip(shapes, block.args, strict=True)), attrs)
-    block.add_ops([op, func.ReturnOp(op.result)])
-    return func.FuncOp(v.name, (types, [op.result.type]), Region(block))
+    return Signature(
+        v.op.name,
+        types,  # type: ignore[arg-type]
+        tuple(patterns.get(n) for n in v.op.input_names),
+        tuple(attrs.items()),
+    )
 
 
 def all_class_variants() -> list[ClassVariant]:
     return [v for op in spec.CLASS_OPERATORS.values() for v in class_variants(op)]
 
 
-@cache
-def lowered_class_functions() -> dict[str, level2.Level2Function]:
-    """Every classification variant's level 2, by variant name."""
-    module = ModuleOp([_function(v) for v in all_class_variants()])
-    LowerLossgradPass(runtime_parameters=True).apply(make_context(), module)
-    return {f.name: f for f in level2.signature_functions(module)}
+def class_functions(
+    lowered: Mapping[str, level2.Level2Function],
+) -> dict[str, level2.Level2Function]:
+    """Every classification variant's level 2, by variant name, from the library's lowered
+    functions (`lowered`, by signature id: variants.library_signatures() lowered in the
+    library's form by the pipeline)."""
+    return {v.name: lowered[signature(v).id] for v in all_class_variants()}

@@ -22,7 +22,7 @@ from lossgrad_compiler.backends.ort.class_glue import (
 )
 from lossgrad_compiler.backends.ort.class_variants import (
     all_class_variants,
-    lowered_class_functions,
+    class_functions,
 )
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.glue_printer import (
@@ -189,7 +189,7 @@ def library_source(module: ModuleOp) -> str:
     parts += variants.texts()
     parts.append("}  // namespace variants\n\n")
     parts += glue
-    lowered_nests = lowered_class_functions()
+    lowered_nests = class_functions(lowered)
     nests = {
         v.name: f"// {v.name} serves {v.label}\n"
         + print_nest_function(lowered_nests[v.name], v.name)

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.backends.cxx import cxx_identifier
+from lossgrad_compiler.backends.ort.class_variants import all_class_variants
+from lossgrad_compiler.backends.ort.class_variants import signature as class_signature
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.variant_printer import Variant, print_variant
 from lossgrad_compiler.frontend.lowering import LoweringForm
@@ -198,14 +200,15 @@ def variant_signatures(op: spec.OperatorSpec, inputs: Inputs) -> list[VariantSig
 
 
 def library_signatures() -> list[Signature]:
-    """The signatures of the broadcast operators' variants, to be lowered in LIBRARY_FORM
-    (the classification operators' are class_variants.py's loop nests)."""
-    return [
+    """The signatures of every variant, to be lowered in LIBRARY_FORM: the broadcast
+    operators' and the classification operators' loop nests (class_variants.py)."""
+    broadcast = [
         v.signature
         for op in spec.BROADCAST_OPERATORS.values()
         for inputs in kernel_signatures(op).values()
         for v in variant_signatures(op, inputs)
     ]
+    return broadcast + [class_signature(v) for v in all_class_variants()]
 
 
 def lowered_variants(
