@@ -94,9 +94,8 @@ class ClassLowering:
             return tuple(range(self.loops))
         if name == "weight":
             return (self.class_dim,)
-        if name == "target" or (len(shape) == len(self.row_loops) and name == "grad_output" and (
-            self.checked.reduction is spec.Reduction.NONE and self.loops >= 2
-        )):
+        per_row = self.checked.reduction is spec.Reduction.NONE and self.loops >= 2
+        if name == "target" or (name == "grad_output" and per_row):  # the classes rule
             return self.row_loops
         return tuple(None for _ in shape)  # one element: () or (0)
 
