@@ -1,7 +1,7 @@
 """C++ that both C++ backends (the ORT kernels and Ascend C) print: the sanitisers every
 printed name or string goes through (generated source never contains raw text from outside
-the compiler), and the level-2 scalar float arithmetic and cmpf comparisons, as expressions
-over already-named values."""
+the compiler), and the level-2 scalar float arithmetic and the cmpf and cmpi comparisons, as
+expressions over already-named values."""
 
 from __future__ import annotations
 
@@ -56,6 +56,18 @@ def cxx_comparison(predicate: level2.Predicate, a: str, b: str) -> str:
     if predicate.ordered:
         return _ordered(predicate, a, b, alone=True)
     return f"!({_ordered(predicate.negated, a, b, alone=False)})"
+
+
+_CXX_INTEGER_RELATION = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
+
+
+def cxx_integer_comparison(op: arith.CmpiOp, a: str, b: str) -> str:
+    """`a predicate b` in C++ for a level-2 `arith.cmpi` of signed (int64_t) operands; the
+    unsigned predicates are not level 2 (level2.CONTRACT_INTEGER_PREDICATES)."""
+    name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+    if name not in level2.CONTRACT_INTEGER_PREDICATES:
+        raise level2.Level2ContractError(op, f"predicate '{name}' is not level 2")
+    return f"{a} {_CXX_INTEGER_RELATION[name]} {b}"
 
 
 def _ordered(predicate: level2.Predicate, a: str, b: str, alone: bool) -> str:

@@ -20,9 +20,8 @@ from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from lossgrad_compiler import level2, spec
+from lossgrad_compiler.backends.cxx import cxx_integer_comparison
 from lossgrad_compiler.passes.ascendc_level2 import HOST_CHECKS
-
-_CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
 
 
 @dataclass(frozen=True)
@@ -141,10 +140,7 @@ class _HostCheckPrinter(level2.ScalarOpDispatch[str]):
     @level2.rule(arith.CmpiOp)
     def cmpi(self, op: Operation, a: Sequence[str]) -> str:
         assert isinstance(op, arith.CmpiOp)
-        name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-        if name not in _CMPI:
-            raise level2.Level2ContractError(op, f"predicate '{name}' is not level 2")
-        return f"{a[0]} {_CMPI[name]} {a[1]}"
+        return cxx_integer_comparison(op, a[0], a[1])
 
     @level2.rule(arith.AndIOp)
     def andi(self, op: Operation, a: Sequence[str]) -> str:

@@ -20,7 +20,11 @@ from xdsl.ir.affine import AffineDimExpr
 
 from lossgrad_compiler import level2
 from lossgrad_compiler.backends.ascendc.cxx import element_cxx, float_literal
-from lossgrad_compiler.backends.cxx import CxxFloatArithmetic, cxx_comparison
+from lossgrad_compiler.backends.cxx import (
+    CxxFloatArithmetic,
+    cxx_comparison,
+    cxx_integer_comparison,
+)
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.passes.ascendc_element_kernel import ELEMENT_OPS
 
@@ -435,9 +439,6 @@ class InitScalars(CxxFloatArithmetic):
         return f"{a[0]} ? {a[1]} : {a[2]}"
 
 
-_CXX_CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
-
-
 class ElementScalars(InitScalars):
     """The element loop's scalar code: InitScalars' float arithmetic and the class ops
     (integer compares, i1 logic, integer widening and index casts)."""
@@ -448,10 +449,7 @@ class ElementScalars(InitScalars):
     @level2.rule(arith.CmpiOp)
     def cmpi(self, op: Operation, a: Sequence[str]) -> str:
         assert isinstance(op, arith.CmpiOp)
-        name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-        if name not in _CXX_CMPI:
-            raise level2.Level2ContractError(op, f"predicate '{name}' is not level 2")
-        return f"({a[0]} {_CXX_CMPI[name]} {a[1]})"
+        return f"({cxx_integer_comparison(op, a[0], a[1])})"
 
     @level2.rule(arith.AndIOp)
     def andi(self, op: Operation, a: Sequence[str]) -> str:

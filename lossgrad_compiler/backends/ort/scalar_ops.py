@@ -17,7 +17,11 @@ from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Operation, SSAValue
 
 from lossgrad_compiler import level2
-from lossgrad_compiler.backends.cxx import CxxFloatArithmetic, cxx_comparison
+from lossgrad_compiler.backends.cxx import (
+    CxxFloatArithmetic,
+    cxx_comparison,
+    cxx_integer_comparison,
+)
 from lossgrad_compiler.backends.ort.cxx_text import cxx_float_literal, cxx_type
 
 
@@ -62,11 +66,7 @@ class CxxScalarOps(CxxFloatArithmetic):
 
     @level2.rule(arith.CmpiOp)
     def cmpi(self, op: arith.CmpiOp, a: Sequence[str]) -> str:
-        predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-        symbol = _CMPI.get(predicate)
-        if symbol is None:  # the unsigned ones are not level 2
-            raise level2.Level2ContractError(op, f"cmpi {predicate} is not level 2")
-        return f"{a[0]} {symbol} {a[1]}"
+        return cxx_integer_comparison(op, a[0], a[1])
 
     @level2.rule(arith.AndIOp)
     def andi(self, op: Operation, a: Sequence[str]) -> str:
@@ -99,10 +99,6 @@ class CxxScalarOps(CxxFloatArithmetic):
         if isinstance(value, IntegerAttr):
             return f"static_cast<{out_type}>({int(value.value.data)})"
         raise level2.Level2ContractError(op, f"only scalar constants are level 2, got {value}")
-
-
-_CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
-"""The signed integer comparisons of level 2 as C++ operators (on int64_t operands)."""
 
 
 def _is_flag(op: Operation) -> bool:
