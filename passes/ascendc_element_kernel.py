@@ -32,7 +32,7 @@ from xdsl.rewriter import InsertPoint
 from lossgrad_compiler import level2, spec
 from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import UnsupportedByBackendError
-from lossgrad_compiler.passes.ascendc_level2 import KernelSource, affine_map
+from lossgrad_compiler.passes.ascendc_level2 import KernelSource, affine_map, kernel_frame
 
 ELEMENT_OPS: frozenset[type[Operation]] = (level2.SCALAR_OPS | level2.CLASS_OPS) - {
     math.ExpOp,
@@ -80,17 +80,8 @@ def build_element_kernel(
         )
     out_element = main.value.type
     inputs = len(main.inputs)
-    args: list[tuple[str, object]] = [
-        (n, asc.GlobalTensorType(o.block_arg.type))
-        for n, o in zip(source.names, main.inputs, strict=True)
-    ]
-    args.append((out_name, asc.GlobalTensorType(out_element)))
-    for k, value in enumerate(main.captured):
-        args.append((value.name_hint or f"scalar{k}", value.type))
-    kernel = asc.KernelOp(name, args, num_inputs=inputs)  # type: ignore[arg-type]
+    kernel, loop = kernel_frame(source, name, out_name)
     block = kernel.entry
-    loop = asc.TileLoopOp()
-    block.add_op(loop)
     init = Builder(InsertPoint.before(loop))
     compute = Builder(InsertPoint.at_end(loop.stage("compute")))
     copy_out = Builder(InsertPoint.at_end(loop.stage("copy_out")))

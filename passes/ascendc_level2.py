@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, func
 from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from lossgrad_compiler import level2, spec
+from lossgrad_compiler.dialects import ascendc as asc
 from lossgrad_compiler.errors import UnsupportedByBackendError
 
 
@@ -114,3 +115,23 @@ def untranslated_constructs(
                 "returns)",
             ))  # fmt: skip
     return found
+
+
+def kernel_frame(
+    source: KernelSource, name: str, out_name: str
+) -> tuple[asc.KernelOp, asc.TileLoopOp]:
+    """What every kernel starts from: its arguments (the inputs as global tensors, the
+    output, the scalars from above the body) and an entry block holding an empty tile
+    loop: (the kernel, the loop)."""
+    main = source.main
+    args: list[tuple[str, Attribute]] = [
+        (n, asc.GlobalTensorType(o.block_arg.type))
+        for n, o in zip(source.names, main.inputs, strict=True)
+    ]
+    args.append((out_name, asc.GlobalTensorType(main.value.type)))
+    for k, value in enumerate(main.captured):
+        args.append((value.name_hint or f"scalar{k}", value.type))
+    kernel = asc.KernelOp(name, args, num_inputs=len(main.inputs))
+    loop = asc.TileLoopOp()
+    kernel.entry.add_op(loop)
+    return kernel, loop

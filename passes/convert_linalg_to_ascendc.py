@@ -65,6 +65,7 @@ from lossgrad_compiler.passes.ascendc_level2 import (
     HOST_CHECKS,
     KernelSource,
     affine_map,
+    kernel_frame,
     kernel_source,
     untranslated_constructs,
 )
@@ -153,17 +154,8 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
     main = source.main
     out_element = main.value.type
     inputs = len(main.inputs)
-    args: list[tuple[str, Attribute]] = [
-        (n, asc.GlobalTensorType(o.block_arg.type))
-        for n, o in zip(source.names, main.inputs, strict=True)
-    ]
-    args.append((OUTPUT_NAME, asc.GlobalTensorType(out_element)))
-    for k, value in enumerate(main.captured):
-        args.append((value.name_hint or f"scalar{k}", value.type))
-    kernel = asc.KernelOp(name, args, num_inputs=inputs)
+    kernel, loop = kernel_frame(source, name, OUTPUT_NAME)
     block = kernel.entry
-    loop = asc.TileLoopOp()
-    block.add_op(loop)
     init = Builder(InsertPoint.before(loop))
     copy_in = Builder(InsertPoint.at_end(loop.stage("copy_in")))
     compute = Builder(InsertPoint.at_end(loop.stage("compute")))
