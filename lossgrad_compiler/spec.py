@@ -79,18 +79,22 @@ for _t in FLOAT_TYPES:
 _BY_KEY.update({"float": FLOAT32, "double": FLOAT64, "half": FLOAT16})
 
 
-def float_type(key: Any) -> FloatType | None:
-    """The FloatType for a name, MLIR name, ONNX code or numpy dtype; None if it is not one."""
-    if isinstance(key, FloatType):
-        return key
+def _look_up(table: Mapping[Any, Any], key: Any) -> Any:
+    """The entry of a name, MLIR name, ONNX code or numpy dtype in `table`; None if none
+    (a bool is no ONNX code, and what numpy cannot read as a dtype is no type)."""
     if isinstance(key, bool):
         return None
     if isinstance(key, (str, int)):
-        return _BY_KEY.get(key)
+        return table.get(key)
     try:
-        return _BY_KEY.get(np.dtype(key))
+        return table.get(np.dtype(key))
     except TypeError:
         return None
+
+
+def float_type(key: Any) -> FloatType | None:
+    """The FloatType for a name, MLIR name, ONNX code or numpy dtype; None if it is not one."""
+    return key if isinstance(key, FloatType) else _look_up(_BY_KEY, key)
 
 
 def promote_types(types: Iterable[FloatType]) -> FloatType:
@@ -140,16 +144,7 @@ for _i in INDEX_TYPES:
 
 def index_type(key: Any) -> IndexType | None:
     """The IndexType for a name, MLIR name, ONNX code or numpy dtype; None if it is not one."""
-    if isinstance(key, IndexType):
-        return key
-    if isinstance(key, bool):
-        return None
-    if isinstance(key, (str, int)):
-        return _INDEX_BY_KEY.get(key)
-    try:
-        return _INDEX_BY_KEY.get(np.dtype(key))
-    except TypeError:
-        return None
+    return key if isinstance(key, IndexType) else _look_up(_INDEX_BY_KEY, key)
 
 
 # --------------------------------------------------------------------------- attributes
