@@ -226,7 +226,9 @@ def check_exact(
             expected.append(None)
     if runtimes_agree and expected[0] is not None and expected[1] is not None:
         for a, b in zip(*expected, strict=True):
-            if not same_elements(a, b):
+            # ORT computes float16 operations in float32 (docs/fusion.md): there the two
+            # runs of the original may differ, and the fused run may match either (below)
+            if np.asarray(a).dtype != np.float16 and not same_elements(a, b):
                 problems.append("the original differs between the reference and ORT")
     for how in runtimes:
         try:
