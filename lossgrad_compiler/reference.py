@@ -291,6 +291,7 @@ class ClassOperands:
     safe: np.ndarray
     total_weight: np.floating | None  # in C, where the reduction divides by it
     weight: np.ndarray | None  # [C] in C; None: every class weighs 1
+    log_prob: np.ndarray | None = None  # self in C, classes last (CrossEntropyLossGrad)
 
 
 ClassBody = Callable[[ClassOperands, spec.CheckedCall], np.ndarray]
@@ -320,9 +321,57 @@ def _nll_loss_backward(v: ClassOperands, checked: spec.CheckedCall) -> np.ndarra
     return np.where(hit, value[..., None], c(0))
 
 
+def sequential_sum(values: np.ndarray, c: type) -> np.floating:
+    """The sum in C, added in order from 0: level 2's reductions (`addf %acc, %v`)."""
+    return c(np.cumsum(values, dtype=c)[-1]) if values.size else c(0)
+
+
+def _cross_entropy_loss_grad(v: ClassOperands, checked: spec.CheckedCall) -> np.ndarray:
+    """gl - exp(lp)*rowsum: PyTorch's steps (the nll and smoothing terms, each intermediate
+    it keeps in the result type rounded to it), with the row sum in closed form:
+    rowsum = a + s*W for the nll term a at the target and the smoothing scale s."""
+    c = checked.compute.numpy
+    result = checked.result_type.dtype
+
+    def rounded(x: np.ndarray) -> np.ndarray:
+        return round_to(x, result).astype(c) if checked.result_type.is_half else x
+
+    assert v.log_prob is not None
+    zero = c(0)
+    wt = v.weight[v.safe] if v.weight is not None else np.ones(v.safe.shape, c)
+    wt = np.where(v.valid, wt, zero)
+    d = None
+    if checked.divisor is spec.Divisor.KEPT_WEIGHT:
+        d = rounded(np.asarray(sequential_sum(wt.reshape(-1), c)))
+    ls = c(checked.attrs["label_smoothing"])
+    nll = v.g
+    if ls > 0:
+        nll = rounded(nll * (c(1) - ls))
+    if d is not None:
+        nll = rounded(nll / d)
+    a = -nll
+    if v.weight is not None:
+        a = rounded(wt * a)
+    a = np.where(v.valid, a, zero)
+    hit = v.valid[..., None] & (np.arange(v.classes) == v.safe[..., None])
+    gl = np.where(hit, a[..., None], zero)
+    rowsum = a
+    if ls > 0:
+        m = rounded(v.g * (ls / c(v.classes)))
+        if d is not None:
+            m = rounded(m / d)
+        s = np.where(v.valid, -m, zero)
+        smooth = rounded(s[..., None] * v.weight) if v.weight is not None else s[..., None]
+        gl = rounded(gl + smooth)
+        total = sequential_sum(v.weight, c) if v.weight is not None else c(v.classes)
+        rowsum = a + s * total
+    return gl - np.exp(v.log_prob) * rowsum[..., None]
+
+
 CLASS_BODIES: dict[str, ClassBody] = {
     spec.NLL_LOSS_BACKWARD.name: _nll_loss_backward,
     spec.NLL_LOSS_2D_BACKWARD.name: _nll_loss_backward,
+    spec.CROSS_ENTROPY_LOSS_GRAD.name: _cross_entropy_loss_grad,
 }
 
 
@@ -347,6 +396,7 @@ def _evaluate_classes(checked: spec.CheckedCall, arrays: Mapping[str, np.ndarray
     operands = ClassOperands(
         g, t, classes, kept, valid, np.where(valid, t, 0), total,
         None if weight is None else np.asarray(weight).astype(c),
+        np.moveaxis(np.asarray(x).astype(c), axis, -1),
     )  # fmt: skip
     with np.errstate(all="ignore"):
         values = CLASS_BODIES[checked.op.name](operands, checked)

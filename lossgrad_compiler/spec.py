@@ -194,6 +194,7 @@ class AttributeSpec:
     doc: str
     choices: tuple[str | int, ...] | None = None  # STRING/INT attributes: the allowed values
     minimum: float | None = None  # FLOAT attributes: lower bound (NaN is never valid)
+    maximum: float | None = None  # FLOAT attributes: upper bound, inclusive
     exclusive: bool = False  # the minimum itself is not valid (delta > 0)
     aclnn_codes: tuple[int, ...] | None = None  # STRING attributes: CANN's integer per choice
     enum: type[StrEnum] | None = None  # STRING attributes: the type a checked value takes
@@ -213,10 +214,16 @@ class AttributeSpec:
             return True
         return value > self.minimum if self.exclusive else value >= self.minimum
 
+    def in_range(self, value: float) -> bool:
+        """Whether a (non-NaN) float satisfies both bounds."""
+        return self.above_minimum(value) and (self.maximum is None or value <= self.maximum)
+
     def rule(self) -> str:
         """The valid range in words, as used in messages and the README table."""
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.minimum is not None and self.maximum is not None:
+            return f"a float in [{self.minimum:g}, {self.maximum:g}] (not NaN)"
         if self.minimum is not None:
             relation = ">" if self.exclusive else ">="
             return f"a float {relation} {self.minimum:g} (not NaN)"
@@ -241,7 +248,7 @@ class AttributeSpec:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self._wrong_type(op, "a float", value)
             value = float(value)
-            if math.isnan(value) or not self.above_minimum(value):
+            if math.isnan(value) or not self.in_range(value):
                 raise messages.ATTRIBUTE_VALUE(
                     op, attribute=self.name, valid=self.rule(), value=value
                 )
@@ -297,6 +304,16 @@ IGNORE_INDEX = AttributeSpec(
     kind=AttrKind.INT,
     default=-100,
     doc="A target value whose element contributes nothing (its gradient is 0).",
+)
+
+
+LABEL_SMOOTHING = AttributeSpec(
+    name="label_smoothing",
+    kind=AttrKind.FLOAT,
+    default=0.0,
+    doc="How much of the target's mass is spread evenly over the classes, in [0, 1].",
+    minimum=0.0,
+    maximum=1.0,
 )
 
 
@@ -668,6 +685,37 @@ NLL_LOSS_2D_BACKWARD = _nll(
     "NLLLoss2dBackward", "nll_loss2d_backward", " over [N, C, H, W]", (4,)
 )
 
+CE_SELF = InputSpec(
+    "self",
+    Broadcast.BASE,
+    "The log-probabilities log_softmax(logits), [N, C].",
+    aclnn="logProb",
+)
+CE_WEIGHT = InputSpec(
+    "weight",
+    Broadcast.FITS,
+    "Optional weight of each class, [C] (absent: 1).",
+    optional=True,
+    aclnn="weightOptional",
+)
+CROSS_ENTROPY_LOSS_GRAD = OperatorSpec(
+    name="CrossEntropyLossGrad",
+    mnemonic="cross_entropy_loss_grad",
+    output="grad_input",
+    differentiates="self",
+    attributes=(_reduction(list(_NONE_MEAN_SUM)), IGNORE_INDEX, LABEL_SMOOTHING),
+    doc="Gradient of cross_entropy with respect to the logits, from log_prob: "
+    "gl - exp(log_prob)*sum(gl) per row, where gl is the nll term (1-ls)*w[t]*(-s) at "
+    "class t plus the smoothing term (ls/C)*w_j*(-s), s = g/D for mean (D the sum of w[t] "
+    "over the kept rows), g otherwise; 0 on ignored rows.",
+    aclnn="aclnnCrossEntropyLossGrad",
+    inputs=(CLASS_GRAD_OUTPUT, CE_SELF, CLASS_TARGET, CE_WEIGHT),
+    since_version=5,
+    scaling=Scaling.DIVISOR,
+    shape_rule=ShapeRule.CLASSES,
+    class_ranks=(2,),
+)
+
 OPERATORS: dict[str, OperatorSpec] = {
     op.name: op
     for op in (
@@ -682,6 +730,7 @@ OPERATORS: dict[str, OperatorSpec] = {
         L1_LOSS_BACKWARD,
         NLL_LOSS_BACKWARD,
         NLL_LOSS_2D_BACKWARD,
+        CROSS_ENTROPY_LOSS_GRAD,
     )
 }
 
@@ -1076,7 +1125,10 @@ class Divisor(StrEnum):
     NUMEL = "numel(broadcast(self, target))"
     BATCH = "self.shape[0]"
     TOTAL_WEIGHT = "total_weight"
-    """The classification operators' mean: the total_weight input's value."""
+    """The NLL operators' mean: the total_weight input's value."""
+    KEPT_WEIGHT = "sum(weight[target]) over the kept rows"
+    """CrossEntropyLossGrad's mean: computed from target and weight (the kept rows' count
+    without a weight), a reduction over the batch (docs/level2.md)."""
 
 
 def divisor_rule(
@@ -1088,7 +1140,8 @@ def divisor_rule(
     (`lossgrad.divisor`), where every backend reads it."""
     reduction = Reduction(reduction)
     if reduction is Reduction.MEAN and op is not None and op.has_classes:
-        return Divisor.TOTAL_WEIGHT
+        given = "total_weight" in op.input_names
+        return Divisor.TOTAL_WEIGHT if given else Divisor.KEPT_WEIGHT
     if reduction is Reduction.MEAN:
         return Divisor.NUMEL
     if reduction is Reduction.BATCHMEAN and self_rank > 0:
@@ -1102,8 +1155,8 @@ def divisor_count(
     """The n of a resolved divisor for concrete shapes (None: nothing is scaled)."""
     if divisor is None:
         return None
-    if Divisor(divisor) is Divisor.TOTAL_WEIGHT:
-        raise ValueError("the total_weight divisor is a value, not a count of the shapes")
+    if Divisor(divisor) in (Divisor.TOTAL_WEIGHT, Divisor.KEPT_WEIGHT):
+        raise ValueError(f"the divisor {divisor} is a value, not a count of the shapes")
     if Divisor(divisor) is Divisor.NUMEL:
         return math.prod(b)
     return self_shape[0]

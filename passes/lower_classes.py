@@ -8,15 +8,21 @@ loop, one-element inputs through a map to `()` or `(0)`) and computes the gradie
 class position is `linalg.index`. A second generic is the target check: it counts, into a
 0-d `i64`, the targets outside [0, C) that are not ignore_index, and the function returns
 that count after the gradient (`lossgrad.checks`).
+
+CrossEntropyLossGrad adds reductions over the batch or the classes before the gradient
+(`lossgrad.reductions`): each sums a term of its formula into a zero-filled 0-d tensor in C,
+which the gradient reads through a map to `()`; the weight of a row's target is a
+`tensor.extract` of the captured weight at `select(valid, t, 0)` (a gather that cannot leave
+the weight, whatever the target holds).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AffineMapAttr, i32, i64
+from xdsl.dialects.builtin import AffineMapAttr, IndexType, i32, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from lossgrad_compiler import spec
@@ -46,6 +52,38 @@ class ClassBodyValues:
     result: spec.FloatType  # the result's element type
     total_weight: SSAValue | None  # in C, where the reduction divides by it (mean)
     weight: SSAValue | None  # the weight of class j, in C; None: every class weighs 1
+    log_prob: SSAValue | None = None  # self's value, in C, where the formula reads it
+    weight_of: WeightOf | None = None  # the gather of a row's weight; None: no weight
+    label_smoothing: SSAValue | None = None  # in C; None where it is 0
+    classes_float: SSAValue | None = None  # C in the compute type
+    reduced: Mapping[str, SSAValue] = field(default_factory=dict)  # reductions, in C
+
+
+@dataclass(frozen=True)
+class RowValues:
+    """The scalar operands of a reduction's term at one element of the input it sums."""
+
+    t: SSAValue | None  # the row's target as i64 (a reduction over target)
+    element: SSAValue | None  # the summed input's element in C (a reduction over weight)
+    classes: SSAValue
+    ignore_index: SSAValue
+    compute_type: Attribute
+    weight_of: WeightOf | None
+
+
+WeightOf = Callable[[ScalarBuilder, SSAValue, SSAValue], SSAValue]
+"""(b, valid, t) -> w[select(valid, t, 0)] in C: the weight of a row's target, read where
+the target is valid and at class 0 elsewhere (docs/level2.md, "A gather")."""
+
+
+@dataclass(frozen=True)
+class ClassReduction:
+    """A reduction a classification formula reads: its name (`lossgrad.reductions`), the
+    input whose elements it sums (target or weight) and the term it adds per element."""
+
+    name: str
+    over: str
+    term: Callable[[ScalarBuilder, RowValues], SSAValue]
 
 
 ClassFormula = Callable[[ScalarBuilder, ClassBodyValues], SSAValue]
@@ -57,6 +95,22 @@ def _narrower(element: spec.FloatType | spec.IndexType, compute: spec.FloatType)
     return isinstance(element, spec.FloatType) and element.bits < compute.bits
 
 
+def _live(ops: list[Operation], value: SSAValue) -> list[Operation]:
+    """The ops `value` depends on, in order; the others (a widening the formula did not
+    read) are dropped, so that a body holds no dead op."""
+    live: set[Operation] = set()
+    stack = [value]
+    while stack:
+        owner = stack.pop().owner
+        if isinstance(owner, Operation) and owner not in live:
+            live.add(owner)
+            stack.extend(owner.operands)
+    for op in reversed(ops):
+        if op not in live:
+            op.drop_all_references()
+    return [op for op in ops if op in live]
+
+
 class ClassLowering:
     """The level-2 ops replacing one classification op (before it, in order)."""
 
@@ -66,10 +120,14 @@ class ClassLowering:
         formula: ClassFormula,
         bad_target: BadTarget,
         parameters: Mapping[str, SSAValue] | None = None,
+        reductions: tuple[ClassReduction, ...] = (),
+        reads_self: bool = False,
     ) -> None:
+        self.reads_self = reads_self  # CrossEntropyLossGrad reads log_prob; NLL never does
         self.op = op
         self.formula = formula
         self.bad_target = bad_target
+        self.reductions = reductions
         self.parameters = dict(parameters or {})  # ignore_index as a function argument
         self.inputs = op.input_values()
         self.checked = op.check()
@@ -139,23 +197,113 @@ class ClassLowering:
             return arg
         return b.cast(arith.ExtSIOp, arg, i64)
 
-    def gradient(self, classes: SSAValue, ignore: SSAValue) -> SSAValue:
-        """The all-parallel generic over self's shape: the formula at every element."""
+    def widen(self, b: ScalarBuilder, value: SSAValue, element: spec.FloatType) -> SSAValue:
+        if _narrower(element, self.compute):
+            return b.cast(arith.ExtFOp, value, self.compute_type)
+        return value
+
+    def weight_of(self) -> WeightOf | None:
+        """The gather of a row's weight, where the operator has a weight input."""
+        weight = self.inputs.get("weight")
+        if weight is None:
+            return None
+        element = self.checked.types["weight"]
+
+        def gather(b: ScalarBuilder, valid: SSAValue, t: SSAValue) -> SSAValue:
+            safe = b.select(valid, t, b.integer_constant(0))
+            index = b.cast(arith.IndexCastOp, safe, IndexType())
+            value = b.extract(weight, [index], MLIR_FLOAT_TYPES[element.mlir])
+            return self.widen(b, value, element)
+
+        return gather
+
+    def scalars(self, classes: SSAValue) -> tuple[SSAValue | None, SSAValue | None]:
+        """(label_smoothing, C), both in C and from above; (None, None) where it is 0."""
+        value = float(self.checked.attrs.get("label_smoothing", 0.0))
+        if value == 0.0:
+            return None, None
+        given = self.parameters.get("label_smoothing")
+        if given is None:
+            ls = self.outer.constant(float(self.compute.dtype.type(value)), self.compute_type)
+        elif given.type != self.compute_type:
+            ls = self.outer.cast(arith.TruncFOp, given, self.compute_type)
+        else:
+            ls = given
+        ls.name_hint = "label_smoothing"
+        size = self.shape[self.class_dim]
+        if isinstance(size, int):
+            classes_float = self.outer.constant(float(size), self.compute_type)
+        else:
+            classes_float = self.outer.cast(arith.UIToFPOp, classes, self.compute_type)
+        classes_float.name_hint = "classes_f"
+        return ls, classes_float
+
+    def reduction(self, reduction: ClassReduction, classes: SSAValue, ignore: SSAValue) -> SSAValue:
+        """A sum over the elements of target or weight into a zero-filled 0-d C tensor."""
+        source = self.inputs[reduction.over]
+        element = self.mlir_element(reduction.over)
+        rank = len(self.checked.shapes[reduction.over] or ())
+        block = Block(arg_types=[element, self.compute_type])
+        ops: list[Operation] = []
+        b = ScalarBuilder(ops)
+        arg = block.args[0]
+        over_target = reduction.over == "target"
+        values = RowValues(
+            t=self._target_i64(b, arg) if over_target else None,
+            element=None if over_target else self.widen(b, arg, self.checked.types[reduction.over]),
+            classes=classes,
+            ignore_index=ignore,
+            compute_type=self.compute_type,
+            weight_of=self.weight_of(),
+        )
+        term = reduction.term(b, values)
+        value = b.addf(block.args[1], term) if rank else term
+        ops = _live(ops, value)
+        ops.append(yield_op(value))
+        block.add_ops(ops)
+        output = self.outer.empty([], tensor_type(self.compute_type, ()))
+        output.name_hint = f"no_{reduction.name}"
+        if rank:
+            output = self.outer.fill(self.outer.constant(0.0, self.compute_type), output)
+            output.name_hint = f"zero_{reduction.name}"
+        summed = self.outer.generic(
+            [source],
+            output,
+            block,
+            [affine_map_attr(rank, tuple(range(rank))), affine_map_attr(rank, ())],
+            iterator_types((True,) * rank),
+        )
+        summed.name_hint = reduction.name
+        return summed
+
+    def gradient(
+        self, classes: SSAValue, ignore: SSAValue, reduced: Mapping[str, SSAValue]
+    ) -> SSAValue:
+        """The all-parallel generic over self's shape: the formula at every element, reading
+        the inputs and then the reductions (through a map to `()`)."""
         names = list(self.inputs)
         result = self.checked.result_type
         result_type = MLIR_FLOAT_TYPES[result.mlir]
-        block = Block(arg_types=[*(self.mlir_element(n) for n in names), result_type])
+        block = Block(
+            arg_types=[
+                *(self.mlir_element(n) for n in names),
+                *(self.compute_type for _ in reduced),
+                result_type,
+            ]
+        )
         ops: list[Operation] = []
         b = ScalarBuilder(ops)
         args = dict(zip(names, block.args, strict=False))
+        reduced_args = dict(zip(reduced, block.args[len(names) :], strict=False))
 
         def widened(name: str) -> SSAValue:
-            if _narrower(self.element_of(name), self.compute):
-                return b.cast(arith.ExtFOp, args[name], self.compute_type)
-            return args[name]
+            element = self.element_of(name)
+            assert isinstance(element, spec.FloatType)
+            return self.widen(b, args[name], element)
 
         j = b.cast(arith.IndexCastOp, b.loop_index(self.class_dim), i64)
         divides = self.checked.divisor is spec.Divisor.TOTAL_WEIGHT
+        ls, classes_float = self.smoothing
         values = ClassBodyValues(
             g=widened("grad_output"),
             t=self._target_i64(b, args["target"]),
@@ -167,18 +315,25 @@ class ClassLowering:
             result=result,
             total_weight=widened("total_weight") if divides else None,
             weight=widened("weight") if "weight" in args else None,
+            log_prob=widened("self") if self.reads_self else None,
+            weight_of=self.weight_of(),
+            label_smoothing=ls,
+            classes_float=classes_float,
+            reduced=reduced_args,
         )
         value = self.formula(b, values)
         if _narrower(result, self.compute):
             value = b.cast(arith.TruncFOp, value, result_type)
+        ops = _live(ops, value)
         ops.append(yield_op(value))
         block.add_ops(ops)
         output = self.outer.empty(self.sizes(), tensor_type(result_type, self.shape))
         output.name_hint = "init"
         maps = [self.map_attr(self.map_of(n)) for n in names]
+        maps += [self.map_attr(()) for _ in reduced]
         maps.append(self.map_attr(tuple(range(self.loops))))
         grad = self.outer.generic(
-            [self.inputs[n] for n in names],
+            [*(self.inputs[n] for n in names), *reduced.values()],
             output,
             block,
             maps,
@@ -225,5 +380,7 @@ class ClassLowering:
         if ignore is None:
             ignore = self.outer.integer_constant(int(self.checked.attrs["ignore_index"]))
             ignore.name_hint = "ignore_index"
-        return self.gradient(classes, ignore), self.status(classes, ignore)
+        self.smoothing = self.scalars(classes)
+        reduced = {r.name: self.reduction(r, classes, ignore) for r in self.reductions}
+        return self.gradient(classes, ignore, reduced), self.status(classes, ignore)
 

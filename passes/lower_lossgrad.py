@@ -12,7 +12,7 @@ C accumulator, narrowed by a second generic when the result type is a half type.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +40,13 @@ from lossgrad_compiler.passes.broadcast_plan import (
     ScaleCount,
     plan_lowering,
 )
-from lossgrad_compiler.passes.lower_classes import ClassBodyValues, ClassFormula, ClassLowering
+from lossgrad_compiler.passes.lower_classes import (
+    ClassBodyValues,
+    ClassFormula,
+    ClassLowering,
+    ClassReduction,
+    RowValues,
+)
 from lossgrad_compiler.passes.lowering_utils import (
     ScalarBuilder,
     affine_map_attr,
@@ -315,11 +321,94 @@ def nll_loss_backward() -> ClassFormula:
     return body
 
 
+def kept_weight(b: ScalarBuilder, v: RowValues) -> SSAValue:
+    """D's term: w[t] of a valid row (1 without a weight), 0 elsewhere."""
+    assert v.t is not None
+    valid = classify_target(b, v.t, v.classes, v.ignore_index).valid
+    if v.weight_of is not None:
+        w = v.weight_of(b, valid, v.t)
+    else:
+        w = b.constant(1.0, v.compute_type)
+    return b.select(valid, w, b.constant(0.0, v.compute_type))
+
+
+def class_weight(b: ScalarBuilder, v: RowValues) -> SSAValue:
+    """W's term: the weight of each class."""
+    assert v.element is not None
+    return v.element
+
+
+KEPT_WEIGHT = ClassReduction(level2.REDUCTION_KEPT_WEIGHT, "target", kept_weight)
+CLASS_WEIGHT = ClassReduction(level2.REDUCTION_CLASS_WEIGHT, "weight", class_weight)
+
+
+def cross_entropy_reductions(checked: spec.CheckedCall) -> tuple[ClassReduction, ...]:
+    """D for mean; W where label smoothing reads the weights' sum (C without weights)."""
+    found = []
+    if checked.divisor is spec.Divisor.KEPT_WEIGHT:
+        found.append(KEPT_WEIGHT)
+    if float(checked.attrs["label_smoothing"]) > 0.0 and "weight" in checked.present:
+        found.append(CLASS_WEIGHT)
+    return tuple(found)
+
+
+def cross_entropy_loss_grad() -> ClassFormula:
+    """gl - exp(lp)*rowsum, PyTorch's steps with the row sum in closed form.
+
+    Per kept row: the nll term a = w[t]*(-(g*(1-ls)/D)) (no (1-ls) factor where ls is 0,
+    no /D but for mean), the smoothing scale s = -(g*(ls/C)/D); gl = [j == t]*a + s*w_j and
+    rowsum = a + s*W (W the weights' sum, C without weights). Each intermediate PyTorch keeps
+    in the result type is rounded to it; ignored rows have a = s = 0."""
+
+    def body(b: ScalarBuilder, v: ClassBodyValues) -> SSAValue:
+        assert v.log_prob is not None
+        zero = b.constant(0.0, v.compute_type)
+        test = classify_target(b, v.t, v.classes, v.ignore_index)
+        hit = b.andi(test.valid, b.cmpi("eq", v.t, v.j))
+        kept_weight = v.reduced.get(level2.REDUCTION_KEPT_WEIGHT)
+        d = _round_to_result(b, v, kept_weight) if kept_weight is not None else None
+        ls = v.label_smoothing
+        nll = v.g
+        if ls is not None:
+            nll = _round_to_result(b, v, b.mulf(nll, b.subf(b.constant(1.0, v.compute_type), ls)))
+        if d is not None:
+            nll = _round_to_result(b, v, b.divf(nll, d))
+        a = b.negf(nll)
+        if v.weight_of is not None:
+            a = _round_to_result(b, v, b.mulf(v.weight_of(b, test.valid, v.t), a))
+        a = b.select(test.valid, a, zero)
+        gl = b.select(hit, a, zero)
+        rowsum = a
+        if ls is not None:
+            assert v.classes_float is not None
+            m = _round_to_result(b, v, b.mulf(v.g, b.divf(ls, v.classes_float)))
+            if d is not None:
+                m = _round_to_result(b, v, b.divf(m, d))
+            s = b.select(test.valid, b.negf(m), zero)
+            smooth = _round_to_result(b, v, b.mulf(s, v.weight)) if v.weight is not None else s
+            gl = _round_to_result(b, v, b.addf(gl, smooth))
+            total = v.reduced.get(level2.REDUCTION_CLASS_WEIGHT, v.classes_float)
+            rowsum = b.addf(a, b.mulf(s, total))
+        return b.subf(gl, b.mulf(b.exp(v.log_prob), rowsum))
+
+    return body
+
+
 CLASS_FORMULAS: dict[str, ClassFormula] = {
     spec.NLL_LOSS_BACKWARD.name: nll_loss_backward(),
     spec.NLL_LOSS_2D_BACKWARD.name: nll_loss_backward(),
+    spec.CROSS_ENTROPY_LOSS_GRAD.name: cross_entropy_loss_grad(),
 }
 """Per classification operator: its formula (docs/level2.md, "Beyond elementwise")."""
+
+CLASS_REDUCTIONS: dict[str, Callable[[spec.CheckedCall], tuple[ClassReduction, ...]]] = {
+    spec.CROSS_ENTROPY_LOSS_GRAD.name: cross_entropy_reductions,
+}
+"""Per classification operator that sums over the batch or the classes: the reductions its
+formula reads, for a call."""
+
+CLASS_READS_SELF: frozenset[str] = frozenset({spec.CROSS_ENTROPY_LOSS_GRAD.name})
+"""The classification formulas that read self (log_prob); NLL's never do."""
 
 
 # --------------------------------------------------------------------------- one op
@@ -525,12 +614,18 @@ class LowerLossgradOp(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LossGradOp, rewriter: PatternRewriter) -> None:
         if op.SPEC.has_classes:
+            reductions = CLASS_REDUCTIONS.get(op.SPEC.name)
             classes = ClassLowering(
-                op, CLASS_FORMULAS[op.SPEC.name], bad_target, self.parameters.get(op)
+                op,
+                CLASS_FORMULAS[op.SPEC.name],
+                bad_target,
+                self.parameters.get(op),
+                reductions(op.check()) if reductions is not None else (),
+                reads_self=op.SPEC.name in CLASS_READS_SELF,
             )
             grad, status = classes.build()
             rewriter.replace(op, classes.ops, [grad])
-            return_status(status)
+            return_status(status, [r.name for r in classes.reductions])
             return
         formula, reads_self = FORMULAS[op.SPEC.name](op.onnx_attributes())
         lowering = OpLowering(op, formula, reads_self, self.parameters.get(op))
@@ -538,10 +633,11 @@ class LowerLossgradOp(RewritePattern):
         rewriter.replace(op, lowering.ops, [value])
 
 
-def return_status(status: SSAValue) -> None:
+def return_status(status: SSAValue, reductions: Sequence[str] = ()) -> None:
     """The target check's count becomes the function's next result, named in
     `lossgrad.checks`, where the function returns the gradient itself (a signature
-    function); elsewhere nothing reads it."""
+    function); elsewhere nothing reads it. The reductions before the gradient are named in
+    `lossgrad.reductions` there."""
     generic = status.owner
     assert isinstance(generic, Operation)
     function = generic.parent_op()
@@ -555,6 +651,8 @@ def return_status(status: SSAValue) -> None:
     )
     checks = list(function.attributes.get(level2.CHECKS_ATTR, ArrayAttr([])).data)
     function.attributes[level2.CHECKS_ATTR] = ArrayAttr([*checks, StringAttr(TARGET_CHECK)])
+    if reductions:
+        function.attributes[level2.REDUCTIONS_ATTR] = ArrayAttr(StringAttr(r) for r in reductions)
 
 
 TARGET_CHECK = messages.TARGET_RANGE.key
@@ -598,8 +696,9 @@ def runtime_parameter_names(op: LossGradOp) -> list[str]:
     each INT attribute that may take any value (ignore_index)."""
     checked = op.check()
     names = []
-    if checked.divisor is not None and checked.divisor is not spec.Divisor.TOTAL_WEIGHT:
-        names.append(level2.PARAMETER_N)  # total_weight is an input already
+    computed = (spec.Divisor.TOTAL_WEIGHT, spec.Divisor.KEPT_WEIGHT)
+    if checked.divisor is not None and checked.divisor not in computed:
+        names.append(level2.PARAMETER_N)  # total_weight is an input, D a reduction
     for a in checked.op.attributes:
         value = checked.attrs[a.name]
         if a.kind is spec.AttrKind.INT and a.choices is None:

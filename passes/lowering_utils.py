@@ -194,6 +194,12 @@ class ScalarBuilder:
     def addi(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         return self.binary(arith.AddiOp, lhs, rhs)
 
+    def extract(self, source: SSAValue, indices: Sequence[SSAValue], element: Attribute) -> SSAValue:
+        """`tensor.extract`: one element of a tensor captured from above (a gather)."""
+        return self._add(
+            tensor.ExtractOp.create(operands=[source, *indices], result_types=[element])
+        )
+
     def loop_index(self, loop: int) -> SSAValue:
         """The position on loop `loop` of the enclosing generic (`linalg.index`)."""
         return self._add(IndexOp(loop))

@@ -25,6 +25,7 @@ from lossgrad_compiler.level2.identity import (
     read_identity,
     read_inputs,
     read_parameters,
+    read_reductions,
 )
 
 LoopSize = int | tuple[int, int]
@@ -336,6 +337,18 @@ class Level2Check:
 
 
 @dataclass(frozen=True)
+class Level2Reduction:
+    """A sum the gradient reads (docs/level2.md, "Reductions"): a generic before the main
+    one that adds a term per element of one input into a zero-filled 0-d tensor in C; the
+    main generic reads its result after the function's inputs, through a map to `()`."""
+
+    name: str  # a `lossgrad.reductions` name: kept_weight, class_weight
+    generic: Level2Generic
+    input: str  # the operator input it sums over (target, weight)
+    position: int  # among the main generic's inputs
+
+
+@dataclass(frozen=True)
 class Level2Function:
     """A lowered signature function, as every backend reads it."""
 
@@ -353,6 +366,7 @@ class Level2Function:
     compute_ops: tuple[Operation, ...]  # the body ops computing `value` from the loaded operands
     scale: Level2Scale | None
     checks: tuple[Level2Check, ...] = ()  # results 1, 2, ...: counts of failing elements
+    reductions: tuple[Level2Reduction, ...] = ()  # the sums before the main generic
 
     @property
     def name(self) -> str:
@@ -407,18 +421,29 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
                 function, f"parameter '{name}' must be {parameter_type(name)}", where
             )
     check_rules = read_checks(function)
+    reduction_names = read_reductions(function)
     all_generics = [o for o in block.ops if isinstance(o, GenericOp)]
-    generics = all_generics[: len(all_generics) - len(check_rules)]
+    reduction_generics = all_generics[: len(reduction_names)]
+    generics = all_generics[len(reduction_names) : len(all_generics) - len(check_rules)]
     if not 1 <= len(generics) <= 2:
         raise Level2ContractError(
             function,
-            f"holds one or two linalg.generic and then one per check, found {len(all_generics)}",
+            "holds one linalg.generic per reduction, one or two more, and then one per "
+            f"check, found {len(all_generics)}",
             where,
         )
     main = analyze_generic(generics[0])
     arguments = list(block.args[:n_inputs])
-    if [i.value for i in main.inputs] != arguments:
-        raise Level2ContractError(generics[0], f"reads ({', '.join(names)}) in order", where)
+    sums = [g.results[0] for g in reduction_generics]
+    if [i.value for i in main.inputs] != [*arguments, *sums]:
+        reads = ", ".join([*names, *reduction_names])
+        raise Level2ContractError(generics[0], f"reads ({reads}) in order", where)
+    reductions = tuple(
+        _reduction(name, generic, n_inputs + k, names, arguments)
+        for k, (name, generic) in enumerate(
+            zip(reduction_names, reduction_generics, strict=True)
+        )
+    )
     narrowing = generics[1] if len(generics) == 2 else None
     results = _returned(function, 1 + len(check_rules))
     returned = results[0]
@@ -428,7 +453,8 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
     checks = tuple(
         _check(function, rule, generic, results[k], k, names, arguments)
         for k, (rule, generic) in enumerate(
-            zip(check_rules, all_generics[len(generics) :], strict=True), start=1
+            zip(check_rules, all_generics[len(all_generics) - len(check_rules) :], strict=True),
+            start=1,
         )
     )
     if narrowing is not None:
@@ -445,6 +471,11 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
     operands = tuple(
         Level2Operand(name, i, arguments[i], main.inputs[i], None) for i, name in enumerate(names)
     )
+    for reduction in reductions:
+        if not main.inputs[reduction.position].is_scalar:
+            raise Level2ContractError(
+                main.op, f"reads the reduction '{reduction.name}' through a map to ()", where
+            )
     types = {o.name: o.storage for o in operands if isinstance(o.storage, spec.FloatType)}
     compute = spec.compute_type(spec.promote_types(types.values()))
     operands = tuple(_with_widening(o, compute, main.op) for o in operands)
@@ -479,6 +510,7 @@ def analyze_function(function: func.FuncOp) -> Level2Function:
         compute_ops=compute_ops,
         scale=_scale(function, op, operands, main, parameters),
         checks=checks,
+        reductions=reductions,
     )
 
 
@@ -513,6 +545,32 @@ def _check(
             op, f"a check ('{rule}') reads function inputs and returns its 0-d i64 count"
         )
     return Level2Check(rule, generic, index, tuple(n for n in inputs if n is not None))
+
+
+def _reduction(
+    name: str,
+    op: GenericOp,
+    position: int,
+    names: Sequence[str],
+    arguments: Sequence[BlockArgument],
+) -> Level2Reduction:
+    """A reduction generic: sums one function input into a 0-d tensor of a float type."""
+    generic = analyze_generic(op)
+    by_argument = dict(zip(arguments, names, strict=True))
+    inputs = [by_argument.get(i.value) for i in generic.inputs]  # type: ignore[call-overload]
+    if (
+        len(inputs) != 1
+        or inputs[0] is None
+        or generic.output.rank != 0
+        or not isinstance(generic.output.element, spec.FloatType)
+        or not all(generic.reduction_loops)
+        or (generic.loops and (generic.accumulation is None or generic.accumulation.init != 0.0))
+    ):
+        raise Level2ContractError(
+            op,
+            f"a reduction ('{name}') sums one function input into a zero-filled 0-d float",
+        )
+    return Level2Reduction(name, generic, inputs[0], position)
 
 
 def _check_narrowing(narrowing: GenericOp, main: Level2Generic) -> None:
@@ -567,8 +625,8 @@ def _scale(
     places the scale itself, the one captured value computed from sizes alone (not from a
     float parameter such as beta)."""
     divisor = read_divisor(function)
-    if divisor is None or divisor is spec.Divisor.TOTAL_WEIGHT:
-        return None  # total_weight is an operand, which the formula divides by
+    if divisor is None or divisor in (spec.Divisor.TOTAL_WEIGHT, spec.Divisor.KEPT_WEIGHT):
+        return None  # an operand (total_weight) or a reduction, which the formula divides by
     n = parameters.get(PARAMETER_N)
     if op.scaling is not spec.Scaling.GRAD_OUTPUT:
         value = _placed_scale(function, main, parameters)

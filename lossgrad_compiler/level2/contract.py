@@ -69,6 +69,10 @@ elementwise"): the class position (`linalg.index`, `index_cast` to i64), compari
 i64 targets (`cmpi`), i1 logic (`andi`, `xori` with true), `extsi` of an i32 target, and
 the target check's count (`extui` i1 to i64, `addi`)."""
 
+GATHER_OPS: frozenset[type[Operation]] = frozenset({tensor.ExtractOp})
+"""A gather in a body: `tensor.extract` of a rank-1 tensor from above at a safe index
+(docs/level2.md, "A gather"; the verifier checks the index)."""
+
 COUNT_OPS: frozenset[type[Operation]] = frozenset({arith.MuliOp, arith.IndexCastOp, arith.UIToFPOp})
 """Index arithmetic of an element count (the n of a dynamic reduction scale)."""
 
@@ -76,7 +80,7 @@ TENSOR_OPS: frozenset[type[Operation]] = frozenset(
     {tensor.DimOp, tensor.EmptyOp, FillOp, GenericOp}
 )
 
-BODY_OPS: frozenset[type[Operation]] = SCALAR_OPS | CLASS_OPS | {YieldOp}
+BODY_OPS: frozenset[type[Operation]] = SCALAR_OPS | CLASS_OPS | GATHER_OPS | {YieldOp}
 """Everything a `linalg.generic` body may hold."""
 
 FUNCTION_OPS: frozenset[type[Operation]] = SCALAR_OPS | COUNT_OPS | TENSOR_OPS | {func.ReturnOp}

@@ -46,6 +46,16 @@ CHECKS_ATTR = "lossgrad.checks"
 elements it is (a messages rule key: `target_range`); a backend that runs with the values
 raises that rule's error when a count is not 0."""
 
+REDUCTIONS_ATTR = "lossgrad.reductions"
+"""Function attribute: the reductions the function computes before its gradient, in order
+(each a 0-d sum in the compute type that the gradient's generic reads after the inputs)."""
+REDUCTION_KEPT_WEIGHT = "kept_weight"
+"""The sum of w[t] over the kept rows (their count without a weight): CrossEntropyLossGrad's
+mean divides by it."""
+REDUCTION_CLASS_WEIGHT = "class_weight"
+"""The sum of the weights of the classes: label smoothing's row sum reads it."""
+REDUCTIONS = (REDUCTION_KEPT_WEIGHT, REDUCTION_CLASS_WEIGHT)
+
 PARAMETER_N = "n"
 """Run-time parameter: the divisor n of the reduction scale 1/n (an `index`)."""
 PARAMETER_IGNORE_INDEX = "ignore_index"
@@ -172,6 +182,20 @@ def read_parameters(function: func.FuncOp) -> tuple[str, ...]:
     if not isinstance(found, ArrayAttr) or not all(isinstance(n, StringAttr) for n in found):
         raise Level2ContractError(function, f"'{PARAMETERS_ATTR}' must be an array of strings")
     return tuple(n.data for n in found.data)  # type: ignore[union-attr]
+
+
+def read_reductions(function: func.FuncOp) -> tuple[str, ...]:
+    """The names in `lossgrad.reductions` (none without it)."""
+    attr = function.attributes.get(REDUCTIONS_ATTR)
+    if attr is None:
+        return ()
+    if not isinstance(attr, ArrayAttr) or not all(
+        isinstance(a, StringAttr) and a.data in REDUCTIONS for a in attr.data
+    ):
+        raise Level2ContractError(
+            function, f"'{REDUCTIONS_ATTR}' must be an array of {', '.join(REDUCTIONS)}"
+        )
+    return tuple(a.data for a in attr.data)  # type: ignore[union-attr]
 
 
 def read_checks(function: func.FuncOp) -> tuple[str, ...]:

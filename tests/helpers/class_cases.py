@@ -31,11 +31,22 @@ TARGET_DTYPES: tuple[np.dtype, ...] = tuple(t.dtype for t in spec.INDEX_TYPES)
 SHAPES: dict[str, tuple[tuple[int, ...], ...]] = {
     spec.NLL_LOSS_BACKWARD.name: ((6, 5), (5,), (1, 3), (0, 4)),
     spec.NLL_LOSS_2D_BACKWARD.name: ((2, 4, 3, 3), (1, 3, 1, 5), (0, 2, 2, 2)),
+    spec.CROSS_ENTROPY_LOSS_GRAD.name: ((6, 5), (1, 3), (0, 4)),
 }
 """self's shapes per operator: a batch, no batch ([C]), one row, an empty batch."""
 
 IGNORE_INDICES: tuple[int, ...] = (-100, 1)
 """The default, and a class that occurs (some rows are ignored)."""
+
+LABEL_SMOOTHINGS: tuple[float, ...] = (0.0, 0.25)
+"""CrossEntropyLossGrad's label smoothing: none, and a value every float type holds
+exactly (ONNX keeps a FLOAT attribute in float32)."""
+
+
+def smoothings(op_type: str) -> tuple[float | None, ...]:
+    """The label smoothings a case grid takes (None: the operator has none)."""
+    names = {a.name for a in spec.operator(op_type).attributes}
+    return LABEL_SMOOTHINGS if "label_smoothing" in names else (None,)
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,17 @@ def total_weight(
     return reference.round_to(np.array(value, np.float64), np.dtype(dtype))
 
 
+def log_softmax(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """log_softmax over the class dimension (1, or 0 for [C]) in float64, rounded once: the
+    log-probabilities CrossEntropyLossGrad takes."""
+    axis = 1 if x.ndim >= 2 else 0
+    x64 = x.astype(np.float64)
+    if x64.size == 0:
+        return x64.astype(dtype)
+    shifted = x64 - x64.max(axis=axis, keepdims=True)
+    return (shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(dtype)
+
+
 def make_class_case(
     op_type: str,
     self_shape: tuple[int, ...],
@@ -93,6 +115,7 @@ def make_class_case(
     seed: int = 0,
     targets: np.ndarray | None = None,
     grad_output_shape: tuple[int, ...] | None = None,
+    label_smoothing: float | None = None,
 ) -> ClassCase:
     """One call with random values: targets in [0, C) (some equal to ignore_index when it
     is a class), weights in [0.5, 1.5), grad_output in N(0, 1)."""
@@ -111,14 +134,23 @@ def make_class_case(
         "self": rng.standard_normal(self_shape).astype(dtype),
         "target": t,
     }
+    op = spec.operator(op_type)
+    if op is spec.CROSS_ENTROPY_LOSS_GRAD:
+        inputs["self"] = log_softmax(inputs["self"], dtype)
     weight = (rng.random(classes) + 0.5).astype(dtype) if weighted else None
-    inputs["total_weight"] = total_weight(t, weight, ignore_index, dtype)
+    if "total_weight" in op.input_names:
+        inputs["total_weight"] = total_weight(t, weight, ignore_index, dtype)
     if weight is not None:
         inputs["weight"] = weight
-    attrs = {"reduction": reduction, "ignore_index": ignore_index}
+    attrs: dict[str, Any] = {"reduction": reduction, "ignore_index": ignore_index}
+    smoothing = ""
+    if "label_smoothing" in {a.name for a in op.attributes}:
+        attrs["label_smoothing"] = float(label_smoothing or 0.0)
+        smoothing = f"-ls{attrs['label_smoothing']:g}"
     label = (
         f"{op_type}-{'x'.join(map(str, self_shape)) or '0d'}-{np.dtype(dtype).name}-"
-        f"{reduction}-ii{ignore_index}{'-w' if weighted else ''}-{np.dtype(target_dtype).name}"
+        f"{reduction}-ii{ignore_index}{'-w' if weighted else ''}{smoothing}-"
+        f"{np.dtype(target_dtype).name}"
     )
     checked = spec.validate(
         op_type, {n: spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}, attrs
@@ -133,14 +165,14 @@ def class_cases(
     weight, for one operator and float type."""
     op = spec.operator(op_type)
     grid = itertools.product(
-        SHAPES[op_type], op.reductions, IGNORE_INDICES, (False, True)
+        SHAPES[op_type], op.reductions, IGNORE_INDICES, (False, True), smoothings(op_type)
     )
     return [
         make_class_case(
             op_type, shape, dtype, reduction=r.value, ignore_index=ii, weighted=w,
-            target_dtype=target_dtype, seed=seed + k,
+            target_dtype=target_dtype, seed=seed + k, label_smoothing=ls,
         )
-        for k, (shape, r, ii, w) in enumerate(grid)
+        for k, (shape, r, ii, w, ls) in enumerate(grid)
     ]
 
 

@@ -47,9 +47,18 @@ def test_every_lowered_classification_signature_is_level2(
             LowerLossgradPass(runtime_parameters=runtime_parameters).apply(make_context(), module)
             level2.verify_level2(module)
             function = level2.analyze_function(module.ops.first)  # type: ignore[arg-type]
-            # total_weight is an input, not a parameter n; ignore_index may take any value
-            assert set(function.parameters) == ({"ignore_index"} if runtime_parameters else set())
+            # total_weight is an input and D a reduction, not a parameter n; ignore_index may
+            # take any value, and so may a label smoothing above 0
+            expected = {"ignore_index"} if runtime_parameters else set()
+            if runtime_parameters and case.attrs.get("label_smoothing"):
+                expected.add("label_smoothing")
+            assert set(function.parameters) == expected
             assert [c.rule for c in function.checks] == ["target_range"]
+            mean = case.attrs["reduction"] == "mean" and op_type == "CrossEntropyLossGrad"
+            smoothed = bool(case.attrs.get("label_smoothing")) and "weight" in case.inputs
+            assert [r.name for r in function.reductions] == (
+                ["kept_weight"] * mean + ["class_weight"] * smoothed
+            )
 
 
 def test_the_analysis_reports_the_class_index_and_the_check() -> None:

@@ -75,6 +75,7 @@ def test_the_target_check_counts_bad_targets_and_their_rows_are_zeros(op_type: s
     dtype=st.sampled_from([t.dtype for t in spec.FLOAT_TYPES]),
     target_dtype=st.sampled_from([np.int64, np.int32]),
     seed=st.integers(0, 2**16),
+    label_smoothing=st.one_of(st.just(0.0), st.just(1.0), st.floats(0.0, 1.0)),
 )
 def test_random_calls(
     op_type: str,
@@ -86,9 +87,13 @@ def test_random_calls(
     dtype: np.dtype,
     target_dtype: type,
     seed: int,
+    label_smoothing: float,
 ) -> None:
+    op = spec.operator(op_type)
     if op_type == spec.NLL_LOSS_2D_BACKWARD.name:
         shape: tuple[int, ...] = (batch, classes, 2, 1)
+    elif op.class_ranks == (2,):
+        shape = (batch, classes)
     else:
         shape = (batch, classes) if batch else (classes,)
     rng = np.random.default_rng(seed)
@@ -97,6 +102,7 @@ def test_random_calls(
     case = make_class_case(
         op_type, shape, dtype, reduction=reduction, ignore_index=ignore_index,
         weighted=weighted, target_dtype=target_dtype, seed=seed, targets=targets,
+        label_smoothing=label_smoothing,
     )  # fmt: skip
     grad, count = run_lowered(case, dynamic=bool(seed % 2))
     assert (bits(grad) == bits(case.expected())).all(), case.label
@@ -105,18 +111,19 @@ def test_random_calls(
 
 @pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
 def test_the_runtime_parameter_form_reads_ignore_index_from_its_argument(op_type: str) -> None:
-    """One body lowered with ignore_index = -100 serves the calls of another ignore_index
-    through its `%ignore_index` argument, bit for bit."""
+    """One body lowered with ignore_index = -100 (and label smoothing 0.5 where it is not 0)
+    serves the calls of another ignore_index (and smoothing) through its `%ignore_index`
+    (and `%label_smoothing`) argument, bit for bit."""
     for case in [c for c in all_class_cases([np.float32]) if c.op_type == op_type][::3]:
+        smoothing = case.attrs.get("label_smoothing")
         lowered_with = make_class_case(
             op_type, case.inputs["self"].shape, np.float32,
             reduction=case.attrs["reduction"], ignore_index=-100,
-            weighted="weight" in case.inputs,
+            weighted="weight" in case.inputs, label_smoothing=0.5 if smoothing else smoothing,
         )  # fmt: skip
         module = class_case_module(lowered_with, dynamic=True)
         LowerLossgradPass(runtime_parameters=True).apply(make_context(), module)
-        grad, count = run_function(
-            module, "f", *inputs_in_order(case), case.attrs["ignore_index"]
-        )
+        parameters = [case.attrs["ignore_index"], *([smoothing] if smoothing else [])]
+        grad, count = run_function(module, "f", *inputs_in_order(case), *parameters)
         assert (bits(grad) == bits(case.expected())).all(), case.label
         assert int(count) == 0
