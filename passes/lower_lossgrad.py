@@ -325,10 +325,8 @@ def kept_weight(b: ScalarBuilder, v: RowValues) -> SSAValue:
     """D's term: w[t] of a valid row (1 without a weight), 0 elsewhere."""
     assert v.t is not None
     valid = classify_target(b, v.t, v.classes, v.ignore_index).valid
-    if v.weight_of is not None:
-        w = v.weight_of(b, valid, v.t)
-    else:
-        w = b.constant(1.0, v.compute_type)
+    gather = v.weight_of
+    w = gather(b, valid, v.t) if gather is not None else b.constant(1.0, v.compute_type)
     return b.select(valid, w, b.constant(0.0, v.compute_type))
 
 

@@ -194,7 +194,9 @@ class ScalarBuilder:
     def addi(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         return self.binary(arith.AddiOp, lhs, rhs)
 
-    def extract(self, source: SSAValue, indices: Sequence[SSAValue], element: Attribute) -> SSAValue:
+    def extract(
+        self, source: SSAValue, indices: Sequence[SSAValue], element: Attribute
+    ) -> SSAValue:
         """`tensor.extract`: one element of a tensor captured from above (a gather)."""
         return self._add(
             tensor.ExtractOp.create(operands=[source, *indices], result_types=[element])
