@@ -351,7 +351,9 @@ class ClassLowering:
         b = ScalarBuilder(ops)
         t = self._target_i64(b, block.args[0])
         bad = b.cast(arith.ExtUIOp, self.bad_target(b, t, classes, ignore), i64)
-        ops.append(yield_op(b.addi(block.args[1], bad) if rank else bad))
+        value = b.addi(block.args[1], bad) if rank else bad
+        ops = _live(ops, value)
+        ops.append(yield_op(value))
         block.add_ops(ops)
         zero = self.outer.integer_constant(0)
         zero.name_hint = "zero"

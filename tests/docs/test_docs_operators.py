@@ -96,18 +96,21 @@ def reduction_table() -> str:
         divisor = spec.divisor_rule(reduction, self_rank, op)
         return "—" if divisor is None else divisor.value
 
-    classes = next(iter(spec.CLASS_OPERATORS.values()))
+    nll = spec.NLL_LOSS_BACKWARD
+    ce = spec.CROSS_ENTROPY_LOSS_GRAD
 
     ops = list(spec.OPERATORS.values())
     header = (
         "| reduction | aclnn code | "
         + " | ".join(op.name for op in ops)
-        + " | n when self has rank ≥ 1 | n when self is 0-d | n of the classification operators |"
+        + " | n when self has rank ≥ 1 | n when self is 0-d | n of the NLL operators"
+        + " | n of CrossEntropyLossGrad |"
     )
     rows = [
         [r.value, str(r.aclnn_code)]
         + ["yes" if r in op.reductions else "no" for op in ops]
-        + [n(r, 1), n(r, 0), n(r, 1, classes) if r in classes.reductions else "—"]
+        + [n(r, 1), n(r, 0)]
+        + [n(r, 2, op) if r in op.reductions else "—" for op in (nll, ce)]
         for r in spec.Reduction
     ]
     return _rows(header, rows)

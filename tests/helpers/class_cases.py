@@ -238,3 +238,10 @@ def class_case_function(case: ClassCase, *, dynamic: bool, name: str = "f") -> f
 def class_case_module(case: ClassCase, *, dynamic: bool) -> ModuleOp:
     """A module of one function `@f` for the case."""
     return ModuleOp([class_case_function(case, dynamic=dynamic)])
+
+
+def every(cases: list[ClassCase], k: int) -> list[ClassCase]:
+    """About one case in k, mixed over the grid: the j-th chosen is index k*j + j % k, so
+    the binary axes of the grid (weight, label smoothing, ignore_index) all vary; a plain
+    `cases[::2]` would keep only one side of the fastest axis."""
+    return [cases[i] for j in range(len(cases)) if (i := k * j + j % k) < len(cases)]

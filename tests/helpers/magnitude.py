@@ -21,6 +21,11 @@ additive term that went into it, in float64:
 * BinaryCrossEntropyWithLogitsBackward: |ge|*|w|*(sig*(1 + |x|) + |t|), or with pos_weight p
   |ge|*|w|*((|p*t| + 1 + |t|)*sig*(1 + |x|) + |p*t|), sig = sigmoid(x)
 
+* NLLLossBackward, NLLLoss2dBackward: |w[t]*g/TW| at the target (one product)
+* CrossEntropyLossGrad: |a|*[j = t] + |s|*|w_j| + p_ij*(|a| + |s|*W) with a the nll term
+  (1-ls)*w[t]*g' and s the smoothing scale (ls/C)*g', g' = g/D for mean, W = sum |w_j|; the
+  row sum adds C terms where ls > 0 and D adds N where a weighted mean divides by it
+
 with |ge| = |grad_output| * s, summed (in absolute value) over the broadcast dimensions
 the result is summed over. This is an error model for tests, not a second implementation:
 it never decides a value, only how far two values may be apart.
@@ -43,6 +48,8 @@ def term_magnitude(
     """(magnitude with the result's shape, number of B elements summed per result element)."""
     infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in inputs.items()}
     checked = spec.validate(op_type, infos, attrs)
+    if checked.op.has_classes:
+        return _class_magnitude(checked, inputs)
     space = _static(checked.iteration_shape)
     v = {
         n: np.broadcast_to(np.asarray(inputs[n]).astype(np.float64), space) for n in checked.present
@@ -151,3 +158,43 @@ def _sum_to(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 def _static(shape: spec.Shape | None) -> tuple[int, ...]:
     assert shape is not None
     return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+
+
+def _class_magnitude(
+    checked: spec.CheckedCall, inputs: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, int]:
+    """The classification operators' terms (classes on axis 1, or 0 for [C])."""
+    x = np.asarray(inputs["self"]).astype(np.float64)
+    axis = checked.class_dim
+    xs = np.moveaxis(x, axis, -1)
+    classes = xs.shape[-1]
+    rows = xs.shape[:-1]
+    t = np.asarray(inputs["target"]).astype(np.int64).reshape(rows)
+    kept = (t != int(checked.attrs["ignore_index"])) & (t >= 0) & (t < classes)
+    safe = np.where(kept, t, 0)
+    weight = inputs.get("weight")
+    w = np.abs(np.asarray(weight).astype(np.float64)) if weight is not None else np.ones(classes)
+    g = np.abs(np.asarray(inputs["grad_output"]).astype(np.float64))
+    per_row = checked.reduction is spec.Reduction.NONE and x.ndim >= 2
+    g = np.broadcast_to(g.reshape(rows if per_row else ()), rows)
+    wt = np.where(kept, w[safe] if classes else 0.0, 0.0)
+    with np.errstate(all="ignore"):
+        if checked.divisor is spec.Divisor.TOTAL_WEIGHT:
+            g = g / np.abs(float(np.asarray(inputs["total_weight"]).reshape(())))
+        elif checked.divisor is spec.Divisor.KEPT_WEIGHT:
+            g = g / np.sum(wt)
+        g = np.where(np.isfinite(g), g, 0.0)
+        hit = kept[..., None] & (np.arange(classes) == safe[..., None])
+        ls = float(checked.attrs.get("label_smoothing", 0.0))
+        a = (1.0 - ls) * wt * g
+        terms = np.where(hit, a[..., None], 0.0)
+        n_terms = 1
+        if checked.op.name == spec.CROSS_ENTROPY_LOSS_GRAD.name:
+            s = np.where(kept, ls / max(classes, 1) * g, 0.0)
+            p = np.exp(np.where(np.isfinite(xs), xs, 0.0))
+            rowsum = a + s * np.sum(w)
+            terms = terms + s[..., None] * w + p * rowsum[..., None]
+            n_terms += (classes - 1) if ls > 0 else 0
+            weighted_mean = weight is not None and checked.divisor is not None
+            n_terms += max(int(np.prod(rows)) - 1, 0) if weighted_mean else 0
+    return np.moveaxis(terms, -1, axis), max(n_terms, 1)

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from lossgrad_compiler import spec
@@ -73,7 +74,7 @@ def close_mask(
     |expected| plus the largest finite |expected| of the array; prefer `assert_matches`."""
     a = np.asarray(actual).astype(np.float64)
     e = np.asarray(expected).astype(np.float64)
-    eps = float(np.finfo(np.dtype(compute)).eps)
+    eps = float(ml_dtypes.finfo(np.dtype(compute)).eps)  # bfloat16 too
     factor = tolerance.ulps + tolerance.ulps_per_term * (n_terms - 1)
     result_dtype = np.asarray(expected).dtype
     finite = np.isfinite(e)

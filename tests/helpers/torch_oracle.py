@@ -458,3 +458,29 @@ def with_torch_total_weight(
     gradient PyTorch's autograd computes for them)."""
     grad, total = nll_autograd(op_type, inputs, attrs)
     return {**inputs, "total_weight": total}, grad
+
+
+def cross_entropy_autograd(
+    inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(the inputs with self replaced by PyTorch's log_softmax of it, the gradient of
+    F.cross_entropy with respect to those logits by eager autograd in self's type): the
+    operator takes log-probabilities, so `inputs["self"]` is read as the logits here. The
+    label smoothing goes in as the float32 value an ONNX attribute holds."""
+    logits = _torch_tensor(np.asarray(inputs["self"])).requires_grad_(True)
+    weight = inputs.get("weight")
+    target = torch.tensor(np.asarray(inputs["target"]).astype(np.int64))
+    loss = F.cross_entropy(
+        logits,
+        target,
+        weight=None if weight is None else _torch_tensor(weight),
+        reduction=str(attrs.get("reduction", "mean")),
+        ignore_index=int(attrs.get("ignore_index", -100)),
+        label_smoothing=float(np.float32(attrs.get("label_smoothing", 0.0))),
+    )
+    g = _torch_tensor(np.asarray(inputs["grad_output"]).reshape(tuple(loss.shape)))
+    loss.backward(g)
+    assert logits.grad is not None
+    dtype = np.asarray(inputs["self"]).dtype
+    log_prob = _numpy(torch.log_softmax(logits.detach(), 1), dtype)
+    return {**inputs, "self": log_prob}, _numpy(logits.grad, dtype)

@@ -20,7 +20,7 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.context import make_context
 from lossgrad_compiler.passes.lower_lossgrad import LowerLossgradPass
 from tests.helpers.cases import fits, make_case, mixed_dtype_combinations, standard_cases
-from tests.helpers.class_cases import all_class_cases, class_case_module
+from tests.helpers.class_cases import all_class_cases, class_case_module, every
 from tests.helpers.ir import lossgrad_ops
 from tests.helpers.modules import build_module
 
@@ -61,7 +61,7 @@ def lowered_modules() -> list[tuple[str, ModuleOp]]:
             module = build_module(case, dynamic=dynamic)
             LowerLossgradPass().apply(make_context(), module)
             modules.append((f"{case.label} ({'dynamic' if dynamic else 'static'})", module))
-    for class_case in list(all_class_cases())[::7]:  # integer targets, linalg.index, checks
+    for class_case in every(list(all_class_cases()), 7):  # integer targets, linalg.index, checks
         for dynamic in (False, True):
             module = class_case_module(class_case, dynamic=dynamic)
             LowerLossgradPass().apply(make_context(), module)

@@ -19,6 +19,7 @@ KL = spec.KL_DIV_BACKWARD.name
 KLT = spec.KL_DIV_TARGET_BACKWARD.name
 SL1 = spec.SMOOTH_L1_LOSS_BACKWARD.name
 HUBER = spec.HUBER_LOSS_BACKWARD.name
+CE = spec.CROSS_ENTROPY_LOSS_GRAD.name
 F32 = np.dtype(np.float32)
 
 # (shape, dtype) of one input; None is a missing input.
@@ -435,7 +436,50 @@ def test_the_exclusive_bounds_are_the_known_ones() -> None:
     accepted) or a new one is a change of the contract, and this test names it."""
     exclusive = {(op, a.name) for op, a in _float_bounds() if a.exclusive}
     assert exclusive == {(HUBER, "delta")}
-    assert {(op, a.name) for op, a in _float_bounds()} == {(SL1, "beta"), (HUBER, "delta")}
+    assert {(op, a.name) for op, a in _float_bounds()} == {
+        (SL1, "beta"),
+        (HUBER, "delta"),
+        (CE, "label_smoothing"),
+    }
+    upper = {(op, a.name) for op, a in _float_bounds() if a.maximum is not None}
+    assert upper == {(CE, "label_smoothing")}
+
+
+def _bounded_call(op: str) -> tuple[dict[str, np.ndarray], tuple[int, ...]]:
+    """Valid float32 inputs of an operator and its result's shape."""
+    if spec.operator(op).has_classes:
+        arrays = {
+            "grad_output": np.ones((), np.float32),
+            "self": np.zeros((2, 3), np.float32),
+            "target": np.zeros(2, np.int64),
+        }
+        return arrays, (2, 3)
+    shapes = ((), (2, 3), (2, 3))
+    return {n: np.ones(s, np.float32) for n, s in zip(spec.INPUT_NAMES, shapes, strict=True)}, (
+        2,
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "attribute"),
+    [(op, a) for op, a in _float_bounds() if a.maximum is not None],
+    ids=lambda v: getattr(v, "name", v),
+)
+def test_each_upper_bound_as_the_spec_states_it(op: str, attribute: spec.AttributeSpec) -> None:
+    """At its maximum an attribute is valid; one step above it (and inf) never is."""
+    assert attribute.maximum is not None
+    arrays, shape = _bounded_call(op)
+    highest = attribute.maximum
+    above = float(np.nextafter(highest, math.inf))
+    for value, valid in [(highest, True), (above, False), (math.inf, False)]:
+        attrs = {attribute.name: value}
+        if valid:
+            assert reference.evaluate(op, arrays, attrs).shape == shape
+            continue
+        with pytest.raises(errors.AttributeValueError) as err:
+            reference.evaluate(op, arrays, attrs)
+        assert attribute.rule() in str(err.value), (value, str(err.value))
 
 
 @pytest.mark.parametrize(("op", "attribute"), _float_bounds(), ids=lambda v: getattr(v, "name", v))
@@ -448,19 +492,20 @@ def test_each_lower_bound_as_the_spec_states_it(op: str, attribute: spec.Attribu
     below = float(np.nextafter(lowest, -math.inf))
     above = float(np.nextafter(lowest, math.inf))
     cases = [(lowest, not attribute.exclusive), (below, False), (above, True)]
-    cases += [(-math.inf, False), (math.nan, False), (math.inf, True)]
+    cases += [(-math.inf, False), (math.nan, False)]
+    cases += [(math.inf, attribute.maximum is None)]
     if lowest == 0.0:
         cases.append((-0.0, not attribute.exclusive))  # -0.0 == 0.0
-    shapes = ((), (2, 3), (2, 3))
-    arrays = {n: np.ones(s, np.float32) for n, s in zip(spec.INPUT_NAMES, shapes, strict=True)}
+    arrays, shape = _bounded_call(op)
+    infos = {n: spec.TensorInfo(a.dtype, a.shape) for n, a in arrays.items()}
     for value, valid in cases:
         attrs = {attribute.name: value}
         if valid:
-            spec.validate(op, _infos(*shapes), attrs)
-            assert reference.evaluate(op, arrays, attrs).shape == (2, 3)
+            spec.validate(op, infos, attrs)
+            assert reference.evaluate(op, arrays, attrs).shape == shape
             continue
         for check in (
-            lambda a=attrs: spec.validate(op, _infos(*shapes), a),
+            lambda a=attrs: spec.validate(op, infos, a),
             lambda a=attrs: reference.evaluate(op, arrays, a),
         ):
             with pytest.raises(errors.AttributeValueError) as err:
