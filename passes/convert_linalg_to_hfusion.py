@@ -51,8 +51,10 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
+    StringAttr,
     TensorType,
     UnitAttr,
+    i1,
     i64,
 )
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp, YieldOp
@@ -68,19 +70,28 @@ from lossgrad_compiler.dialects.hfusion import (
     BinaryFn,
     BitcastOp,
     CastOp,
+    CompareFn,
+    CompareOp,
     ElemwiseBinaryOp,
     FunctionKind,
     FunctionKindAttr,
+    SelectOp,
 )
 from lossgrad_compiler.errors import UnsupportedByBackendError
 from lossgrad_compiler.passes.hfusion_body_rules import (
     VECTOR_ONLY_OPS,
     Emitter,
+    Gathered,
     HfusionBodyRules,
     Scalar,
     Tensor,
     Value,
 )
+
+REDUCTION_ATTR = "lossgrad.reduction"
+"""Marks the op whose result is a reduction's 0-d sum, by the reduction's name (one of
+`lossgrad.reductions`): the ascendnpu-ir target compiles each such sum as a kernel of its
+own (backends/ascendnpu_ir/split.py)."""
 
 Loops = tuple[int | None, ...]
 """Dimensions of a tensor by the loop each one has the size of (None: a broadcast 1)."""
@@ -137,18 +148,25 @@ def _convert(function: func.FuncOp, refused: frozenset[int]) -> dict[int, SSAVal
     scalar loads made, by input position."""
     f = level2.analyze_function(function)
     _check_supported(f)
+    sums = {r.position: _convert_side(f, r.generic, (r.input,)) for r in f.reductions}
+    for reduction in f.reductions:  # marked for split.py: a kernel of its own
+        sums[reduction.position].owner.attributes[REDUCTION_ATTR] = StringAttr(reduction.name)
     builder = Builder(InsertPoint.before(f.main.op))
     shapes = Shapes(builder, f, refused)
     env: dict[SSAValue, Value] = {}
     for operand in f.operands:
         if operand.reads:
             env[operand.loaded] = shapes.load(operand)
+    for position, summed in sums.items():
+        read = f.main.inputs[position]
+        if read.reads:  # a 0-d sum computed here: broadcast, never a scalar of the kernel
+            env[read.block_arg] = Tensor(shapes.spread(summed, ()))
     _translate(f, shapes, f.compute_ops, f.value, env, (f.narrowing or f.main.op).results[0])
     for generic in (f.narrowing, f.main.op):
         if generic is not None:
             Rewriter.erase_op(generic)
     for check in f.checks:
-        _convert_check(f, check)
+        _convert_side(f, check.generic, check.inputs)
     _erase_dead_ops(function.body.block)
     function.attributes[HACC_ENTRY] = UnitAttr()
     function.attributes[HACC_FUNCTION_KIND] = FunctionKindAttr(FunctionKind.HOST)
@@ -162,20 +180,26 @@ def _translate(
     value: SSAValue,
     env: dict[SSAValue, Value],
     replaced: SSAValue,
-) -> None:
-    """The body ops of one generic as named ops over its iteration space; what `replaced`
-    (the generic's result) was replaced by."""
+) -> SSAValue:
+    """The body ops of one generic as named ops over its iteration space, put in place of
+    `replaced` (the generic's result); the value that replaced it."""
     generic = shapes.generic
     for captured in generic.captured:
         if isinstance(captured.type, TensorType):
-            raise level2.Level2ContractError(generic.op, "a body reads only scalars from above it")
-        env[captured] = Scalar(captured)
+            if captured not in f.function.body.block.args or captured.type.get_num_dims() != 1:
+                raise level2.Level2ContractError(
+                    generic.op, "a body reads scalars from above it, or gathers from an input"
+                )
+            env[captured] = Gathered(captured)
+        else:
+            env[captured] = Scalar(captured)
     if 0 in shapes.loop_sizes:
         result = shapes.nothing_to_compute()
     else:
         emitter = Emitter(shapes.builder.insert, shapes.iteration_empty, shapes.fill)
         emitter.arange = shapes.arange
         emitter.rounded = shapes.rounded
+        emitter.gather = shapes.gather
         HfusionBodyRules(emitter, f.name).translate_all(ops, env)
         computed = env[value]
         if not isinstance(computed, Scalar | Tensor):
@@ -189,18 +213,22 @@ def _translate(
             f"the iteration space gives {result.type}, the function returns {replaced.type}",
         )
     replaced.replace_all_uses_with(result)
+    return result
 
 
-def _convert_check(f: level2.Level2Function, check: level2.Level2Check) -> None:
-    """A check generic (the target check's count) in the same form: its inputs loaded (an
-    i32 target widened by `hfusion.cast`), its body as named ops, its count summed by a
-    `linalg.reduce` of `addi` into the 0-d i64 (then `max(s, s)`, as a float32 sum)."""
-    generic = check.generic
+def _convert_side(
+    f: level2.Level2Function, generic: level2.Level2Generic, inputs: tuple[str, ...]
+) -> SSAValue:
+    """A generic beside the gradient, a check's count or a reduction the gradient reads
+    (docs/level2.md, "Beyond elementwise"), in the same form: its inputs (function inputs,
+    by `inputs`) loaded (an i32 target widened by `hfusion.cast`), its body as named ops,
+    its sum a `linalg.reduce` into the 0-d result (`addi` into i64 for a count, `addf` into
+    C for a reduction; then `max(s, s)`, as for a float32 sum). What replaced its result."""
     builder = Builder(InsertPoint.before(generic.op))
     shapes = Shapes(builder, f, generic=generic)
     env: dict[SSAValue, Value] = {}
     widenings: set[Operation] = set()
-    for k, (name, operand) in enumerate(zip(check.inputs, generic.inputs, strict=True)):
+    for k, (name, operand) in enumerate(zip(inputs, generic.inputs, strict=True)):
         users = [use.operation for use in operand.block_arg.uses]
         widening = users[0] if len(users) == 1 and isinstance(users[0], arith.ExtSIOp) else None
         if widening is not None:
@@ -210,8 +238,9 @@ def _convert_check(f: level2.Level2Function, check: level2.Level2Check) -> None:
         if loaded.reads:
             env[loaded.loaded] = shapes.load(loaded)
     ops = tuple(o for o in generic.body_ops if o not in widenings)
-    _translate(f, shapes, ops, generic.value, env, generic.op.results[0])
+    result = _translate(f, shapes, ops, generic.value, env, generic.op.results[0])
     Rewriter.erase_op(generic.op)
+    return result
 
 
 def _check_supported(f: level2.Level2Function) -> None:
@@ -258,8 +287,17 @@ class Shapes:
         self.value_type = (f.value if is_main else self.generic.value).type
         self.refused = refused  # positions of one-element inputs broadcast, not loaded
         self.scalar_loads: dict[int, SSAValue] = {}  # the tensor.extract of each, by position
-        self.loops = self.generic.loops
-        self.loop_sizes = self.generic.loop_sizes()
+        self.loop_sizes: list[level2.LoopSize | SSAValue] = list(self.generic.loop_sizes())
+        self.reduced: list[bool] = list(self.generic.reduction_loops)
+        self.lifted = _lifted_class_loop(self.generic)
+        """A class loop the level-2 generic does not have, added for its gather (see
+        `gather`); None for most generics."""
+        if self.lifted is not None:
+            source = self.lifted_source = _gathered_sources(self.generic)[0]
+            size = source.type.get_shape()[0]  # type: ignore[attr-defined]
+            self.loop_sizes.append(size if size >= 0 else _UNSET)
+            self.reduced.append(True)
+        self.loops = len(self.loop_sizes)
         self.iteration: Loops = tuple(range(self.loops))
         self._dims: dict[tuple[SSAValue, int], SSAValue] = {}
         self._empties: dict[tuple[Loops, Attribute], SSAValue] = {}
@@ -277,6 +315,9 @@ class Shapes:
         size = self.loop_sizes[loop]
         if isinstance(size, int):
             return size
+        if loop == self.lifted:
+            return self._dim(self.lifted_source, 0)
+        assert isinstance(size, tuple)
         operand, axis = size
         return self._dim(self.generic.inputs[operand].value, axis)
 
@@ -336,6 +377,52 @@ class Shapes:
         every = DenseArrayBase.from_list(i64, range(self.loops))
         out = self.iteration_empty(element)
         return self.builder.insert(BroadcastOp(cast, out, every)).results[0]
+
+    def spread(self, value: SSAValue, kept: Loops) -> SSAValue:
+        """A tensor whose dimensions are the loops `kept`, broadcast to the iteration shape."""
+        element = value.type.get_element_type()  # type: ignore[attr-defined]
+        if kept == self.iteration:
+            return self._as_iteration_type(value, element)
+        out = self.iteration_empty(element)
+        added = [loop for loop in self.iteration if loop not in kept]
+        return self.builder.insert(
+            BroadcastOp(value, out, DenseArrayBase.from_list(i64, added))
+        ).results[0]
+
+    def gather(self, op: Operation, source: SSAValue, index: SSAValue) -> SSAValue:
+        """`source[index]` at every element, without an address: along the class loop k
+        (the loop the generic reads `source` on, or the lifted one), `select(j == index,
+        source_j, -0.0)` summed over k from -0.0, and broadcast back along k. The index does
+        not vary along k (level 2's verifier: a select of the row's target), so one term
+        of each sum is source[index] and the others -0.0, which adds exactly to any float:
+        the sum is source[index] bit for bit, NaN and signed zeros too. On the lifted loop
+        the selection is left unsummed: the generic's own sum adds it up
+        (`_lifted_class_loop`)."""
+        loop = self.lifted if self.lifted is not None else _class_loop(self.generic, source)
+        if loop is None:
+            raise level2.Level2ContractError(
+                op, "gathers from an input that the iteration space reads along a loop"
+            )
+        element = source.type.get_element_type()  # type: ignore[attr-defined]
+        values = self.spread(source, (loop,))
+        position = self.arange(loop, index.type.get_element_type())  # type: ignore[attr-defined]
+        hit = CompareOp(position, index, self.iteration_empty(i1), CompareFn.VEQ)
+        hits = self.builder.insert(hit).results[0]
+        minus_zero = self.builder.insert(arith.ConstantOp(FloatAttr(-0.0, element))).result
+        chosen = SelectOp(hits, values, minus_zero, self.iteration_empty(element))
+        selected = self.builder.insert(chosen).results[0]
+        if loop == self.lifted:
+            return selected
+        kept: Loops = tuple(k for k in self.iteration if k != loop)
+        init_empty = self.empty(kept, element)
+        init = self.builder.insert(FillOp([minus_zero], [init_empty], [init_empty.type]))
+        body = Block(arg_types=[element, element])
+        add = arith.AddfOp(body.args[0], body.args[1])
+        body.add_ops([add, YieldOp(add.result)])
+        reduce = ReduceOp(
+            selected, init.results[0], DenseArrayBase.from_list(i64, [loop]), Region(body)
+        )
+        return self.spread(self.builder.insert(reduce).results[0], kept)
 
     # ------------------------------------------------------------------ inputs
 
@@ -471,7 +558,7 @@ class Shapes:
         init_value = self._init_constant(compute)
         init_empty = self.empty(kept, compute)
         init = self.builder.insert(FillOp([init_value], [init_empty], [init_empty.type])).results[0]
-        reduced = [loop for loop in self.iteration if main.reduction_loops[loop]]
+        reduced = [loop for loop in self.iteration if self.reduced[loop]]
         body = Block(arg_types=[compute, compute])
         element, acc = body.args
         adds = arith.AddiOp if isinstance(compute, IntegerType) else arith.AddfOp
@@ -498,6 +585,70 @@ class Shapes:
             target,
         )
         return self.builder.insert(expand).result
+
+
+_UNSET = (-1, -1)
+"""The size of a dynamic lifted loop, read from its gather's source (`Shapes._loop_size`)."""
+
+
+def _gathered_sources(generic: level2.Level2Generic) -> list[SSAValue]:
+    """The tensors from above that the body gathers from (the weight)."""
+    return [v for v in generic.captured if isinstance(v.type, TensorType)]
+
+
+def _class_loop(generic: level2.Level2Generic, source: SSAValue) -> int | None:
+    """The loop the generic reads a rank-1 `source` on (the weight's class loop), if any."""
+    for operand in generic.inputs:
+        if operand.value == source and len(operand.index_map) == 1:
+            return operand.index_map[0]
+    return None
+
+
+def _lifted_class_loop(generic: level2.Level2Generic) -> int | None:
+    """The loop added to a summing generic that gathers from a tensor it reads along no loop
+    (the kept weight, a sum of w[t] over target): its body is computed over one loop more,
+    the classes, where the gather is `select(j == t, w_j, -0.0)`, and its sum adds over
+    that loop too. AscendNPU IR 1.2.0 cannot outline the literal form, a sum over the
+    classes (the gather) feeding the sum over the rows ("outline single kernel failed").
+    Exact only when the sum is linear in the gathered value with -0.0 kept: the value may
+    pass from the gather to the summed term through `extf` and through either branch of a
+    `select` whose other branch is a zero constant, nothing else; other bodies are refused."""
+    sources = _gathered_sources(generic)
+    if not sources or _class_loop(generic, sources[0]) is not None:
+        return None
+    if len(sources) != 1 or not generic.reduces or not all(generic.reduction_loops):
+        raise level2.Level2ContractError(
+            generic.op, "gathers from one input, read along a loop or summed over all loops"
+        )
+    pending = [op.result for op in generic.body_ops if isinstance(op, tensor.ExtractOp)]
+    while pending:
+        value = pending.pop()
+        if value == generic.value:
+            continue
+        for use in value.uses:
+            user = use.operation
+            if isinstance(user, arith.ExtFOp) or (
+                isinstance(user, arith.SelectOp)
+                and use.index > 0
+                and _is_zero(user.operands[3 - use.index])
+            ):
+                pending.append(user.results[0])
+                continue
+            raise level2.Level2ContractError(
+                user,
+                "a sum over a gathered value reaches it only through extf and selects "
+                "against 0 (the gather is summed over the classes with the rest)",
+            )
+    return generic.loops
+
+
+def _is_zero(value: SSAValue) -> bool:
+    owner = value.owner
+    return (
+        isinstance(owner, arith.ConstantOp)
+        and isinstance(owner.value, FloatAttr)
+        and owner.value.value.data == 0.0
+    )
 
 
 def _reaches_vector_only_op(value: SSAValue) -> bool:

@@ -36,6 +36,14 @@ negation: it rewrites `vne`, a `vxor` with true and a select of false/true on i1
 `hfusion.elemwise_unary <vnot>`, whose CPU-runner lowering yields its input unchanged on i1
 (tests/hfusion/test_hfusion_classes_bishengir.py pins it). So `cmpi ne` is `veq` negated, and
 a negation (`xori %x, true`) is `veq(cast_i64(x), 0)`, which it keeps as compares.
+
+CrossEntropyLossGrad's gather `tensor.extract %w[index_cast(%k)]` (level2.GATHER_OPS)
+becomes no address computation at all: the converter's `gather` selects `w_j` where the
+class position j equals k and -0.0 elsewhere, and sums over the classes (see
+`Shapes.gather`). Only one term is not -0.0 and -0.0 is the exact additive identity, so the
+sum is w[k] bit for bit. AscendNPU IR 1.2.0 has `hfusion.gather`, but fails to outline a
+kernel holding it beside anything but a multiply ("outline single kernel failed", on a
+gather followed by a cast; tests/hfusion/test_hfusion_ce_bishengir.py pins it).
 """
 
 from __future__ import annotations
@@ -43,8 +51,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i64
+from xdsl.dialects import arith, math, tensor
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, i1, i64
 from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -93,7 +101,21 @@ class Position:
     loop: int
 
 
-Value = Scalar | Tensor | Comparison | Position
+@dataclass(frozen=True)
+class Gathered:
+    """A rank-1 tensor captured from above a body (the weight), read only by a gather."""
+
+    source: SSAValue
+
+
+@dataclass(frozen=True)
+class Address:
+    """An `arith.index_cast` of an integer tensor to index, read only by a gather."""
+
+    index: Tensor
+
+
+Value = Scalar | Tensor | Comparison | Position | Gathered | Address
 
 _CMPI_NAMES = arith.CMPI_COMPARISON_OPERATIONS
 _INTEGER_COMPARE: dict[str, CompareFn] = {
@@ -133,6 +155,9 @@ class Emitter:
         self.arange: Callable[[int, Attribute], SSAValue] | None = None
         """The position on a loop as an integer tensor of the iteration shape
         (hfusion.arange); set by the converter."""
+        self.gather: Callable[[tensor.ExtractOp, SSAValue, SSAValue], SSAValue] | None = None
+        """`source[index]` at every element, with no address computed (a select by the
+        class position and a sum); set by the converter."""
 
 
 _BINARY: dict[type[Operation], BinaryFn] = {
@@ -153,7 +178,7 @@ _UNARY: dict[type[Operation], UnaryFn] = {
 
 class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
     BACKEND = "HFusion form"
-    REQUIRED = level2.SCALAR_OPS | level2.CLASS_OPS
+    REQUIRED = level2.SCALAR_OPS | level2.CLASS_OPS | level2.GATHER_OPS
 
     def __init__(self, emitter: Emitter, where: str) -> None:
         self.emit = emitter
@@ -168,6 +193,10 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
             if isinstance(v, Position):
                 raise level2.Level2ContractError(
                     op, "a linalg.index is read only by arith.index_cast"
+                )
+            if isinstance(v, Gathered | Address):
+                raise level2.Level2ContractError(
+                    op, "a tensor from above and an index are read only by tensor.extract"
                 )
         return list(operands)  # type: ignore[arg-type]
 
@@ -265,8 +294,21 @@ class HfusionBodyRules(level2.ScalarOpDispatch[Value]):
             return Tensor(self.emit.arange(value.loop, target))
         (number,) = self._numbers(op, [value])
         if isinstance(number, Tensor):
-            raise level2.Level2ContractError(op, "an arith.index_cast in a body casts an index")
+            if not isinstance(target, IndexType):
+                raise level2.Level2ContractError(op, "an arith.index_cast in a body casts an index")
+            return Address(number)  # the gather that reads it takes the integer tensor
         return self._scalar(arith.IndexCastOp(number.value, target))
+
+    @level2.rule(tensor.ExtractOp)
+    def gather(self, op: tensor.ExtractOp, operands: Sequence[Value]) -> Value:
+        """`tensor.extract %w[%k]`: w[k] at every element, by the converter's gather."""
+        if len(operands) != 2 or not isinstance(operands[0], Gathered):
+            raise level2.Level2ContractError(op, "gathers from a rank-1 tensor from above")
+        index = operands[1]
+        if not isinstance(index, Address) or self.emit.gather is None:
+            # a scalar index (one row) does not occur: a target is never one element here
+            raise level2.Level2ContractError(op, "gathers at an index_cast of a class index")
+        return Tensor(self.emit.gather(op, operands[0].source, index.index.value))
 
     @level2.rule(arith.CmpiOp)
     def compare_integers(self, op: arith.CmpiOp, operands: Sequence[Value]) -> Value:

@@ -6,7 +6,9 @@ level 2 becomes one runner library (backends/ascendnpu_ir/cpu_runner.py), which
 runtime/ascendnpu_ir loads and calls as the host would on a device. A signature with value
 checks (the classification operators' target check, docs/level2.md) has one library more
 per check, its count's kernel; a count that is not 0 raises the check's error
-(TARGET_RANGE, aclnn 161002) before the gradient is returned."""
+(TARGET_RANGE, aclnn 161002) before the gradient is returned. A signature whose gradient
+reads sums (CrossEntropyLossGrad's kept and class weights) has one library more per sum,
+run first; the gradient's kernel takes the 0-d sums after the inputs (split.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from lossgrad_compiler.backends.ascendnpu_ir.hivm import AscendNpuIrSoc
 from lossgrad_compiler.backends.ascendnpu_ir.split import check_function_name
 from lossgrad_compiler.calls import Call
 from lossgrad_compiler.errors import UnsupportedByBackendError
-from lossgrad_compiler.level2 import read_checks
+from lossgrad_compiler.level2 import analyze_function, read_checks
 from lossgrad_compiler.pipeline import calls_level2, checked_calls, signature
 from lossgrad_compiler.runtime.ascendnpu_ir import RunnerLibrary
 
@@ -49,6 +51,7 @@ def evaluate_calls(
         return []
     libraries: dict[str, RunnerLibrary] = {}
     checks: dict[str, tuple[str, ...]] = {}  # the value checks of each signature
+    sums: dict[str, list[tuple[str, np.dtype]]] = {}  # each signature's sums and their types
     results = []
     for call in prepared:
         checked = call.checked
@@ -63,13 +66,22 @@ def evaluate_calls(
                     raise UnsupportedByBackendError(name, "check", f"no error for '{rule}'")
                 path = runner_library(level2, soc, schedule=schedule, result=k)
                 libraries[check_function_name(name, rule)] = RunnerLibrary(path)
+            function = analyze_function(next(iter(level2.ops)))  # type: ignore[arg-type]
+            sums[name] = []
+            for k, reduction in enumerate(function.reductions, start=1 + len(checks[name])):
+                kernel = check_function_name(name, reduction.name)
+                path = runner_library(level2, soc, schedule=schedule, result=k)
+                libraries[kernel] = RunnerLibrary(path)
+                element = reduction.generic.output.element
+                sums[name].append((kernel, np.dtype(element.numpy)))
         for rule in checks[name]:
             kernel = check_function_name(name, rule)
             count = int(libraries[kernel].run(kernel, arrays, np.zeros((), np.int64)))
             if count:
                 raise CHECK_ERRORS[rule](checked, count)
+        read = [libraries[k].run(k, arrays, np.zeros((), dtype)) for k, dtype in sums[name]]
         result = np.zeros(tuple(checked.result_shape), checked.result_type.dtype)  # type: ignore[arg-type]
-        results.append(libraries[name].run(name, arrays, result))
+        results.append(libraries[name].run(name, [*arrays, *read], result))
     return results
 
 

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 pytest.importorskip("ascendnpuir", reason="needs AscendNPU IR: pip install -e '.[ascend]'")
 
-from lossgrad_compiler import cli, errors
+from lossgrad_compiler import cli, errors, spec
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler.backends.ascendnpu_ir import (
     AscendNpuIrSoc,
@@ -37,7 +37,7 @@ from tests.helpers.class_cases import (
     class_cases,
     out_of_range_case,
 )
-from tests.helpers.tolerances import bits
+from tests.helpers.tolerances import TIGHT, assert_matches, bits
 from tests.hfusion import BF16, F16, F32
 from tests.hfusion.test_hfusion_classes_form import converted
 
@@ -57,6 +57,8 @@ def test_every_class_case_reaches_hivm(op_type: str, dtype: str) -> None:
     """Dynamic signatures of every case (and int32 targets for float32): each function of
     the split form outlines device kernels of vector ops and leaves no compute op."""
     cases = class_cases(op_type, TYPES[dtype], seed=2)
+    if op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name:
+        cases = cases[::7]  # 72 cases of up to four functions each: a sample
     if dtype == "float32":
         cases += class_cases(op_type, F32, target_dtype=np.int32, seed=3)[::3]
     for case in cases:
@@ -116,18 +118,25 @@ def needs_cpu_runner() -> None:
 def _runner_cases() -> list[ClassCase]:
     cases = []
     for op_type in CLASS_OP_TYPES:
+        step = 11 if op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name else 5  # CE: 72 per type
         for k, dtype in enumerate((F32, F16, BF16)):
-            cases += class_cases(op_type, dtype, seed=4)[k::5]
+            cases += class_cases(op_type, dtype, seed=4)[k::step]
         cases += class_cases(op_type, F16, target_dtype=np.int32, seed=5)[::6]
     return cases
 
 
 @pytest.mark.parametrize("case", _runner_cases(), ids=lambda c: c.label)
 def test_the_scheduled_kernels_match_the_reference(case: ClassCase) -> None:
+    """Bit for bit, but CrossEntropyLossGrad in float32: its exp is the runner's (its libm
+    may differ from numpy's by an ulp; a half type rounds that away) and its sums add in
+    the schedule's tile order, so it is TIGHT (4 ulps, 1 per summed term) there."""
     needs_cpu_runner()
     got = runner.evaluate(*case.call)
     wanted = case.expected()
     assert got.dtype == wanted.dtype and got.shape == wanted.shape
+    if case.op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name and wanted.dtype == F32:
+        assert_matches(got, wanted, *case.call, tolerance=TIGHT, context=case.label)
+        return
     assert (bits(got) == bits(wanted)).all(), f"{case.label}: not bit-identical"
 
 

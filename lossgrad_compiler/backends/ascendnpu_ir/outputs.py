@@ -9,6 +9,11 @@ DIR/<signature id>/check_<rule>.hfusion.mlir, check_<rule>.hivm.mlir
                                          a value check's count (the classification
                                          operators' target_range), its own kernel
                                          (split.py); summary.json's "checks" has its summary
+DIR/<signature id>/reduction_<name>.hfusion.mlir, reduction_<name>.hivm.mlir
+                                         a sum the gradient reads (CrossEntropyLossGrad's
+                                         kept_weight, class_weight), its own kernel, whose
+                                         result the gradient's kernel takes as an argument;
+                                         summary.json's "reductions" has its summary
 DIR/summary.json                         every signature's summary
 """
 
@@ -75,7 +80,8 @@ def signature_outputs(module: ModuleOp, soc: AscendNpuIrSoc) -> Outputs:
     summaries = []
     for function, converted in zip(functions, hfusion.ops, strict=True):
         assert isinstance(converted, func.FuncOp) and converted.sym_name.data == function.name
-        gradient, *counts = split_results(ModuleOp([converted.clone()])).ops
+        gradient, *rest = split_results(ModuleOp([converted.clone()])).ops
+        counts, sums = rest[: len(function.checks)], rest[len(function.checks) :]
         assert isinstance(gradient, func.FuncOp)
         text = str(ModuleOp([gradient.clone()]))
         hivm = hivm_text(text, soc)
@@ -89,6 +95,15 @@ def signature_outputs(module: ModuleOp, soc: AscendNpuIrSoc) -> Outputs:
             checks[check.rule] = summarize(count_hivm).as_json()
         if checks:
             summary["checks"] = checks
+        reductions: dict[str, Any] = {}
+        for reduction, sum_function in zip(function.reductions, sums, strict=True):
+            sum_text = str(ModuleOp([sum_function.clone()]))
+            sum_hivm = hivm_text(sum_text, soc)
+            files[f"{function.name}/reduction_{reduction.name}.hfusion.mlir"] = sum_text.encode()
+            files[f"{function.name}/reduction_{reduction.name}.hivm.mlir"] = sum_hivm.encode()
+            reductions[reduction.name] = summarize(sum_hivm).as_json()
+        if reductions:
+            summary["reductions"] = reductions
         script = (
             "#!/bin/sh\n# Turns the HFusion form into an Ascend kernel binary. bishengir-compile\n"
             "# runs CANN's hivmc last: it needs the CANN toolkit on PATH.\nset -e\n"
