@@ -458,6 +458,7 @@ class OperatorSpec:
     scaling: Scaling = Scaling.GRAD_OUTPUT
     shape_rule: ShapeRule = ShapeRule.BROADCAST
     class_ranks: tuple[int, ...] = ()  # ShapeRule.CLASSES: the ranks self may have
+    min_classes: int = 0  # ShapeRule.CLASSES: the fewest classes self may have
 
     def __post_init__(self) -> None:
         names = [i.name for i in self.inputs]
@@ -714,6 +715,7 @@ CROSS_ENTROPY_LOSS_GRAD = OperatorSpec(
     scaling=Scaling.DIVISOR,
     shape_rule=ShapeRule.CLASSES,
     class_ranks=(2,),
+    min_classes=1,  # aclnn's C > 0; the gather of a row's weight reads class 0 where invalid
 )
 
 OPERATORS: dict[str, OperatorSpec] = {
@@ -1040,6 +1042,9 @@ def check_class_shapes(
     if len(x) not in op.class_ranks:
         raise messages.CLASS_SHAPE(op.name, input="self", shape=x, expected=ranks, self_shape=x)
     c = op.class_dim(len(x))
+    if isinstance(x[c], int) and x[c] < op.min_classes:
+        expected = f"C >= {op.min_classes} along dimension {c}"
+        raise messages.CLASS_SHAPE(op.name, input="self", shape=x, expected=expected, self_shape=x)
     rows = x[:c] + x[c + 1 :]
     per_element = reduction is Reduction.NONE and len(x) >= 2
     expected: dict[str, tuple[str, Callable[[Shape], bool]]] = {

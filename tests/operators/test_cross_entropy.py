@@ -209,6 +209,8 @@ ERRORS = [
      "self: shape [5] must be rank 2 for self [5]"),
     ("self-rank-4", {"self": np.zeros((4, 5, 1, 1), np.float32)}, {}, errors.ClassShapeError,
      "self: shape [4, 5, 1, 1] must be rank 2 for self [4, 5, 1, 1]"),
+    ("no-classes", {"self": np.zeros((4, 0), np.float32), "weight": np.ones(0, np.float32)}, {},
+     errors.ClassShapeError, "self: shape [4, 0] must be C >= 1 along dimension 1"),
     ("target-shape", {"target": np.zeros(3, np.int64)}, {}, errors.ClassShapeError,
      "target: shape [3] must be [4] (self without dimension 1) for self [4, 5]"),
     ("weight-shape", {"weight": np.ones(4, np.float32)}, {}, errors.ClassShapeError,
