@@ -26,6 +26,7 @@ from lossgrad_compiler.level2.verify import verify_level2
 from tests.helpers.class_cases import (
     ClassCase,
     all_class_cases,
+    every,
     inputs_in_order,
     make_class_case,
     out_of_range_case,
@@ -35,6 +36,7 @@ from tests.helpers.class_models import class_model
 from tests.helpers.tolerances import bits
 
 NLL, NLL2D = spec.NLL_LOSS_BACKWARD.name, spec.NLL_LOSS_2D_BACKWARD.name
+CE = spec.CROSS_ENTROPY_LOSS_GRAD.name
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -65,6 +67,17 @@ def signature(model: onnx.ModelProto) -> Signature:
         (NLL2D, (2, 4, 3, 3), np.float32, {"reduction": "none"},
          "nll_loss2d_backward__f32_f32_i64_f32_none__dxdxd_dxdxdxd_dxdxd_0d_none__none_"
          "ignore_indexm100"),
+        (CE, (6, 5), np.float32, {},  # no total_weight; label_smoothing last
+         "cross_entropy_loss_grad__f32_f32_i64_none__0d_dxd_d_none__mean_ignore_indexm100_"
+         "label_smoothing0p0"),
+        (CE, (6, 5), np.float32,
+         {"reduction": "none", "weighted": True, "ignore_index": 1, "target_dtype": np.int32,
+          "label_smoothing": 0.25},
+         "cross_entropy_loss_grad__f32_f32_i32_f32__d_dxd_d_d__none_ignore_index1_"
+         "label_smoothing0p25"),
+        (CE, (6, 5), "bfloat16", {"reduction": "sum", "weighted": True, "label_smoothing": 1.0},
+         "cross_entropy_loss_grad__bf16_bf16_i64_bf16__0d_dxd_d_d__sum_ignore_indexm100_"
+         "label_smoothing1p0"),
     ],
 )  # fmt: skip
 def test_signature_ids(op_type, shape, dtype, options, expected):
@@ -80,7 +93,8 @@ def test_signature_ids(op_type, shape, dtype, options, expected):
 
 def _sample() -> list[ClassCase]:
     cases = list(all_class_cases())
-    return cases[::4] + [c for c in cases if c.inputs["target"].dtype == np.int32][::6]
+    int32 = [c for c in cases if c.inputs["target"].dtype == np.int32]
+    return every(cases, 4) + every(int32, 6)  # both sides of weight and label smoothing
 
 
 @pytest.mark.parametrize("case", _sample(), ids=lambda c: c.label)
@@ -105,9 +119,11 @@ def _mlir(dtype: np.dtype) -> str:
 
 
 def one_element_vectors(case: ClassCase) -> ClassCase:
-    """The case with a [1] total_weight (and a [1] grad_output where it is one element)."""
+    """The case with a [1] total_weight, where the operator has one (CrossEntropyLossGrad
+    computes its divisor), and a [1] grad_output where it is one element."""
     inputs = dict(case.inputs)
-    inputs["total_weight"] = inputs["total_weight"].reshape(1)
+    if "total_weight" in inputs:
+        inputs["total_weight"] = inputs["total_weight"].reshape(1)
     if inputs["grad_output"].ndim == 0:
         inputs["grad_output"] = inputs["grad_output"].reshape(1)
     return dataclasses.replace(case, inputs=inputs, label=f"{case.label}-vectors")
@@ -145,6 +161,19 @@ def test_signature_ids_are_injective():
     ids = {s.id for s in signatures}
     assert len(ids) == len(signatures) > 100
     assert all(SYMBOL.match(i) for i in ids)
+
+
+def test_label_smoothing_values_give_distinct_signatures():
+    """Each label_smoothing is its own signature (its value is built into the body), read
+    as ONNX stores it: a float32 widened exactly (0.1 is 0.10000000149011612)."""
+    found = {
+        ls: signature(class_model(make_class_case(CE, (4, 3), np.float32, label_smoothing=ls)))
+        for ls in (0.0, 0.1, 0.25, 1.0)
+    }
+    assert len({s.id for s in found.values()}) == 4
+    assert found[0.1].attributes["label_smoothing"] == float(np.float32(0.1))
+    assert found[0.1].id.endswith("_label_smoothing0p10000000149011612")
+    assert [s.present for s in found.values()] == [("grad_output", "self", "target")] * 4
 
 
 def test_class_and_elementwise_nodes_in_one_model():

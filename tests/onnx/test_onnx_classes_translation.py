@@ -2,8 +2,9 @@
 standard ONNX and run in stock ONNX Runtime, from lossgrad-level modules
 (tests/helpers/class_cases.py → lower-lossgrad → translate_function): bit-identical to
 reference.evaluate for every case of all_class_cases (the four float types, int64 and int32
-targets, each reduction, with and without weight, ignore_index, [C], [N, C, H, W], an empty
-batch), static and dynamic shapes.
+targets, each reduction, with and without weight, ignore_index, label smoothing, [C],
+[N, C, H, W], an empty batch), static and dynamic shapes; CrossEntropyLossGrad in
+float32/float64 within TIGHT instead (`assert_agrees`: ORT's Exp and ReduceSum).
 
 Also the rules one by one: `arith.cmpi` predicates, operands whose maps are not
 right-aligned (Unsqueezed only there), `linalg.index` (a Range), the target check (left out
@@ -39,7 +40,7 @@ from tests.helpers.class_cases import (
     make_class_case,
     out_of_range_case,
 )
-from tests.helpers.tolerances import bits
+from tests.helpers.tolerances import TIGHT, assert_matches, bits
 
 COUNT = "bad_targets"
 
@@ -93,6 +94,24 @@ def assert_bits_equal(got: np.ndarray, expected: np.ndarray, context: str) -> No
         pytest.fail(f"{context}: not bit-identical to the reference (max |diff| {worst})")
 
 
+def sums_or_exps(case: ClassCase) -> bool:
+    """Whether ONNX Runtime may differ from the reference by roundings: CrossEntropyLossGrad
+    in float32/float64, whose Exp is ORT's (within an ulp of numpy's, not always equal) and
+    whose ReduceSum of D and W is not the reference's sequential sum. A half type computes
+    both in float32 and rounds once to the half type, which absorbs those differences: its
+    results stay bit-identical."""
+    dtype = case.inputs["self"].dtype
+    return case.op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name and dtype.itemsize >= 4
+
+
+def assert_agrees(got: np.ndarray, expected: np.ndarray, case: ClassCase, context: str) -> None:
+    """Bit for bit, or helpers.tolerances.TIGHT where `sums_or_exps` (exp and sum order only)."""
+    if sums_or_exps(case):
+        assert_matches(got, expected, *case.call, tolerance=TIGHT, context=context)
+    else:
+        assert_bits_equal(got, expected, context)
+
+
 def safe_result(case: ClassCase) -> np.ndarray:
     """What the graph gives for bad targets: the reference with each of them ignored (its
     row zero), total_weight as given."""
@@ -128,7 +147,7 @@ GROUPS = _groups()
 def test_every_class_case_is_bit_identical_in_onnxruntime(group: str, dynamic: bool):
     for case in GROUPS[group]:
         (got,) = run_case(case, dynamic=dynamic)
-        assert_bits_equal(got, case.expected(), case.label)
+        assert_agrees(got, case.expected(), case, case.label)
 
 
 def test_the_groups_cover_every_type_reduction_and_shape():
@@ -184,7 +203,7 @@ def test_a_bad_target_gives_zero_rows_in_onnxruntime(op_type: str, dynamic: bool
     with pytest.raises(Exception, match="161002"):
         case.expected()
     (got,) = run_case(case, dynamic=dynamic)
-    assert_bits_equal(got, safe_result(case), case.label)
+    assert_agrees(got, safe_result(case), case, case.label)
     axis = spec.operator(op_type).class_dim(got.ndim)
     rows = np.moveaxis(got, axis, -1)
     target = case.inputs["target"]

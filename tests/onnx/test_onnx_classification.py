@@ -1,7 +1,8 @@
-"""The classification operators (NLLLossBackward, NLLLoss2dBackward) in the ONNX front: their
-OpSchemas (type constraints, attributes, inference), check_model and onnx's checkers on valid
-and invalid nodes, and onnx's ReferenceEvaluator with lossgrad_compiler's kernels (bit for
-bit the reference; a bad target raises TARGET_RANGE)."""
+"""The classification operators (NLLLossBackward, NLLLoss2dBackward, CrossEntropyLossGrad)
+in the ONNX front: their OpSchemas (type constraints, attributes, inference), check_model and
+onnx's checkers on valid and invalid nodes, and onnx's ReferenceEvaluator with
+lossgrad_compiler's kernels (bit for bit the reference; a bad target raises TARGET_RANGE).
+CrossEntropyLossGrad's own errors: test_onnx_cross_entropy.py."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ F16, BF16 = TensorProto.FLOAT16, TensorProto.BFLOAT16
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
 I64, I32 = TensorProto.INT64, TensorProto.INT32
 NLL, NLL2D = spec.NLL_LOSS_BACKWARD.name, spec.NLL_LOSS_2D_BACKWARD.name
+CE = spec.CROSS_ENTROPY_LOSS_GRAD.name
 CLASS_OPS = list(spec.CLASS_OPERATORS.values())
 
 pytestmark = pytest.mark.usefixtures("registered_schemas")
@@ -65,36 +67,48 @@ def assert_bit_identical(actual: np.ndarray, expected: np.ndarray, label: str) -
 # --------------------------------------------------------------------------- schemas
 
 
+SCHEMA_INPUTS: dict[str, list[str]] = {
+    NLL: ["grad_output", "self", "target", "total_weight", "weight"],
+    NLL2D: ["grad_output", "self", "target", "total_weight", "weight"],
+    CE: ["grad_output", "self", "target", "weight"],  # no total_weight: it computes D
+}
+SCHEMA_VERSIONS = {NLL: 4, NLL2D: 4, CE: 5}
+
+
 @pytest.mark.parametrize("op", CLASS_OPS, ids=lambda op: op.name)
 def test_class_schema_structure(op: spec.OperatorSpec):
     """One type T for every float input and the result (all of self's type), Tind for the
-    class indices; ignore_index an INT defaulting to -100; ai.lossgrad version 4."""
+    class indices; ignore_index an INT defaulting to -100; the NLL operators at ai.lossgrad
+    version 4, CrossEntropyLossGrad at 5 with a FLOAT label_smoothing defaulting to 0."""
     schema = lo.get_schema(op.name)
-    assert (schema.name, schema.domain, schema.since_version) == (op.name, spec.DOMAIN, 4)
-    assert [p.name for p in schema.inputs] == list(op.input_names) == [
-        "grad_output", "self", "target", "total_weight", "weight",
-    ]  # fmt: skip
+    assert (schema.name, schema.domain, schema.since_version) == (
+        op.name, spec.DOMAIN, SCHEMA_VERSIONS[op.name],
+    )  # fmt: skip
+    assert [p.name for p in schema.inputs] == list(op.input_names) == SCHEMA_INPUTS[op.name]
     optional = [p.option == OpSchema.FormalParameterOption.Optional for p in schema.inputs]
-    assert optional == [False, False, False, False, True]
+    assert optional == [n == "weight" for n in SCHEMA_INPUTS[op.name]]
     params = [p.type_str for p in schema.inputs]
-    assert (
-        params
-        == ["T", "T", "Tind", "T", "T"]
-        == [CLASS_INDEX_PARAM if n == "target" else CLASS_FLOAT_PARAM for n in op.input_names]
-    )
+    assert params == [CLASS_INDEX_PARAM if n == "target" else CLASS_FLOAT_PARAM for n in
+                      SCHEMA_INPUTS[op.name]]  # fmt: skip
     assert [(p.name, p.type_str) for p in schema.outputs] == [("grad_input", "T")]
     constraints = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
     assert constraints == {
         "T": ["tensor(float16)", "tensor(bfloat16)", "tensor(float)", "tensor(double)"],
         "Tind": ["tensor(int64)", "tensor(int32)"],
     }
-    assert set(schema.attributes) == {"reduction", "ignore_index"}
+    smoothing = {"label_smoothing"} if op.name == CE else set()
+    assert set(schema.attributes) == {"reduction", "ignore_index"} | smoothing
     ignore = schema.attributes["ignore_index"]
     assert ignore.type == OpSchema.AttrType.INT and not ignore.required
     assert helper.get_attribute_value(ignore.default_value) == -100
     reduction = schema.attributes["reduction"]
     assert reduction.type == OpSchema.AttrType.STRING
     assert helper.get_attribute_value(reduction.default_value) == b"mean"
+    if smoothing:
+        ls = schema.attributes["label_smoothing"]
+        assert ls.type == OpSchema.AttrType.FLOAT and not ls.required
+        assert helper.get_attribute_value(ls.default_value) == 0.0
+        assert "[0, 1]" in ls.description
     assert op.doc in schema.doc
     assert schema.has_type_and_shape_inference_function
 
@@ -319,7 +333,9 @@ def test_valid_models_pass_both_checkers(case: ClassCase, symbolic: bool):
     assert output.type.tensor_type.elem_type == helper.np_dtype_to_tensor_dtype(
         case.inputs["self"].dtype
     )
-    assert {o.domain: o.version for o in model.opset_import}[spec.DOMAIN] == 4
+    assert {o.domain: o.version for o in model.opset_import}[spec.DOMAIN] == SCHEMA_VERSIONS[
+        case.op_type
+    ]
 
 
 # --------------------------------------------------------------------------- reference runtime

@@ -7,13 +7,17 @@ node needs it, so a constant that only initialises an accumulator costs no node.
 
 The integer ops of the classification operators (level2.CLASS_OPS: comparisons of class
 indices, i1 logic, widenings, the check's count) are ONNX's integer and bool ops; `index`
-values are int64 in ONNX, so `i64` and `index` need no Cast between them."""
+values are int64 in ONNX, so `i64` and `index` need no Cast between them.
+
+The gather (level2.GATHER_OPS: `tensor.extract %w[%k]` of a rank-1 tensor from above the
+body) is an ONNX `Gather` of the whole tensor by the index tensor the body computed
+elementwise; the verifier proves every index in range, so it never reads outside %w."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Operation
@@ -73,7 +77,10 @@ class OnnxScalarOps(level2.ScalarOpDispatch[Value]):
 
     BACKEND = "ONNX"
     REQUIRED = (
-        level2.SCALAR_OPS | {arith.UIToFPOp} | (level2.CLASS_OPS - {IndexOp, arith.IndexCastOp})
+        level2.SCALAR_OPS
+        | {arith.UIToFPOp}
+        | (level2.CLASS_OPS - {IndexOp, arith.IndexCastOp})
+        | level2.GATHER_OPS
     )
     """Every body op but `linalg.index` (it needs the loop sizes: generic.py) and
     `index_cast` (index arithmetic too: bookkeeping.py)."""
@@ -150,6 +157,20 @@ class OnnxScalarOps(level2.ScalarOpDispatch[Value]):
         """Float widening/narrowing and count→float: a Cast (ONNX rounds to nearest even, as
         MLIR does)."""
         return self.emit(op, "Cast", operands, to=element_type_of(op.results[0].type, op))
+
+    @level2.rule(tensor.ExtractOp)
+    def gather(self, op: tensor.ExtractOp, operands: Sequence[Value]) -> Value:
+        """`tensor.extract %w[%k]`: Gather(%w, %k) along axis 0. The result has the index's
+        shape, so it lies on the index's iteration axes (the source, from above the body,
+        is on none)."""
+        if len(operands) != 2:
+            raise level2.Level2ContractError(op, "a gather reads a rank-1 tensor at one index")
+        source, index = (self.t.materialize(v, op) for v in operands)
+        if source.axes or source.rank != 1:
+            raise level2.Level2ContractError(op, "a gather reads a rank-1 tensor from above")
+        hint = op.result.name_hint or "gathered"
+        name = self.t.sink.add("Gather", [source.name, index.name], hint, axis=0)
+        return Tensor(name, index.rank, index.axes)
 
     @level2.rule(arith.ConstantOp)
     def constant(self, op: arith.ConstantOp, operands: Sequence[Value]) -> Value:
