@@ -1,12 +1,15 @@
 """Classification nodes in whole ONNX models compiled by the IREE target (one module, run by
-`runtime.iree.session`): bit-identical to reference.evaluate for every node of one model
-(float types, int64 and int32 targets, reductions, weight or none, ignore_index, [C],
-[N, C], [N, C, H, W]) at several sizes, an empty batch included, from one compile; a bad
-target raises TARGET_RANGE from the session (its count is an extra result of the module),
-dynamic sizes that differ are refused, and a node the check cannot leave is refused."""
+`runtime.iree.session`): as reference.evaluate computes them (bit-identical, but for
+CrossEntropyLossGrad's exp and FMAs in float32 and float64: class_agreement.py) for every
+node of one model (float types, int64 and int32 targets, reductions, weight or none,
+ignore_index, label smoothing, [C], [N, C], [N, C, H, W]) at several sizes, an empty batch
+included, from one compile; a bad target raises TARGET_RANGE from the session (its count is
+an extra result of the module), dynamic sizes that differ are refused, and a node the check
+cannot leave (in an If branch or a Loop body) is refused."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,10 @@ from lossgrad_compiler.errors import ACLNN_ERR_PARAM_INVALID, BroadcastError, Lo
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.runtime.iree import IreeSession, session
 from tests.helpers.class_cases import ClassCase, make_class_case
+from tests.iree.class_agreement import assert_agrees
 
 NLL, NLL2D = spec.NLL_LOSS_BACKWARD.name, spec.NLL_LOSS_2D_BACKWARD.name
+CE = spec.CROSS_ENTROPY_LOSS_GRAD.name
 F16, BF16, F32, F64 = (t.dtype for t in spec.FLOAT_TYPES)
 
 
@@ -44,11 +49,20 @@ class NodeForm:
     weighted: bool
     ignore_index: int
     rank: int
+    label_smoothing: float | None = None  # CrossEntropyLossGrad's
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {"reduction": self.reduction, "ignore_index": self.ignore_index}
+        if self.label_smoothing is not None:
+            attrs["label_smoothing"] = self.label_smoothing
+        return attrs
 
     def case(self, shape: tuple[int, ...], seed: int) -> ClassCase:
         return make_class_case(
             self.op, shape, self.dtype, reduction=self.reduction, ignore_index=self.ignore_index,
             weighted=self.weighted, target_dtype=self.target_dtype, seed=seed,
+            label_smoothing=self.label_smoothing,
         )  # fmt: skip
 
 
@@ -58,9 +72,14 @@ FORMS = [
     NodeForm("c", NLL, F16, np.int64, "sum", True, 2, 1),
     NodeForm("d", NLL2D, F64, np.int32, "none", False, 1, 4),
     NodeForm("e", NLL2D, BF16, np.int64, "mean", True, -100, 4),
+    NodeForm("f", CE, BF16, np.int64, "mean", True, -100, 2, 0.25),
+    NodeForm("g", CE, F32, np.int32, "none", False, 1, 2, 0.0),
+    NodeForm("h", CE, F16, np.int64, "sum", True, 2, 2, 1.0),
+    NodeForm("i", CE, F64, np.int64, "mean", False, 1, 2, 0.25),
 ]
-"""e: a bfloat16 quotient rounded in the body (backends/iree/rounding.py)."""
-NAMES = ("grad_output", "self", "target", "total_weight", "weight")
+"""e, f: bfloat16 roundings in the body (backends/iree/rounding.py); f: the kept and the
+class weight reduced before the gradient; g, i: exp and FMAs in float32 and float64 (compared as
+class_agreement.py says)."""
 SHAPES: dict[int, list[tuple[int, ...]]] = {
     1: [(5,), (3,), (7,)],
     2: [(6, 5), (1, 3), (0, 4)],
@@ -85,7 +104,8 @@ def symbols(form: NodeForm, name: str, own_rows: bool) -> list[str | int]:
 
 
 def present(form: NodeForm) -> list[str]:
-    return [n for n in NAMES if n != "weight" or form.weighted]
+    names = spec.operator(form.op).input_names
+    return [n for n in names if n != "weight" or form.weighted]
 
 
 def model(forms: list[NodeForm], own_rows: bool = False) -> onnx.ModelProto:
@@ -97,7 +117,7 @@ def model(forms: list[NodeForm], own_rows: bool = False) -> onnx.ModelProto:
         nodes.append(
             lo.make_node(
                 form.op, [f"{form.prefix}_{n}" for n in names], f"{form.prefix}_grad",
-                name=form.prefix, reduction=form.reduction, ignore_index=form.ignore_index,
+                name=form.prefix, **form.attrs,
             )
         )  # fmt: skip
         for n in names:
@@ -133,20 +153,17 @@ def cases_of(run: int) -> list[ClassCase]:
 
 
 @pytest.mark.parametrize("run", range(3))
-def test_every_node_is_bit_identical_to_the_reference(classes: IreeSession, run: int) -> None:
+def test_every_node_matches_the_reference(classes: IreeSession, run: int) -> None:
     cases = cases_of(run)
     got = dict(zip(classes.output_names, classes.run(None, feeds_of(FORMS, cases)), strict=True))
     assert len(got) == len(FORMS) + 1  # the ONNX outputs alone, not the check results
     for form, case in zip(FORMS, cases, strict=True):
-        want = case.expected()
-        out = got[f"{form.prefix}_grad"]
-        assert (out.dtype, out.shape) == (want.dtype, want.shape), case.label
-        assert out.tobytes() == want.tobytes(), case.label
+        assert_agrees(got[f"{form.prefix}_grad"], case)
     negated = -cases[0].expected()
     assert got["negated"].tobytes() == negated.tobytes()
 
 
-@pytest.mark.parametrize("node", [0, 1, 3])
+@pytest.mark.parametrize("node", [0, 1, 3, 5, 6, 8])
 def test_a_bad_target_raises_the_references_error(classes: IreeSession, node: int) -> None:
     cases = cases_of(0)
     target = cases[node].inputs["target"].copy()
@@ -186,11 +203,12 @@ def test_dynamic_sizes_that_differ_are_refused(tmp_path: Path) -> None:
         assert "must be equal at run time" in str(raised.value)
 
 
-def test_a_checked_node_in_an_if_branch_is_refused() -> None:
-    form = FORMS[0]
+@pytest.mark.parametrize("node", [0, 6])  # float32: the branches' type
+def test_a_checked_node_in_an_if_branch_is_refused(node: int) -> None:
+    form = dataclasses.replace(FORMS[node], prefix="a")
     names = present(form)
     branch = helper.make_graph(
-        [lo.make_node(form.op, [f"a_{n}" for n in names], "a_grad", reduction="mean")],
+        [lo.make_node(form.op, [f"a_{n}" for n in names], "a_grad", **form.attrs)],
         "then",
         [],
         [helper.make_tensor_value_info("a_grad", TensorProto.FLOAT, None)],
@@ -211,6 +229,40 @@ def test_a_checked_node_in_an_if_branch_is_refused() -> None:
         inputs,
         [("y", "float32", ["a_N", "a_C"])],
         name="branch",
+    )
+    with pytest.raises(WholeModelError, match="control-flow region"):
+        compile_whole_model(lo.make_model(graph), IreeOptions(), lower_signatures)
+
+
+def test_a_checked_node_in_a_loop_body_is_refused() -> None:
+    """A Loop's body is a region too: the count of its CrossEntropyLossGrad node is refused."""
+    form = dataclasses.replace(FORMS[6], prefix="a")
+    names = present(form)
+    body = helper.make_graph(
+        [
+            lo.make_node(form.op, [f"a_{n}" for n in names], "a_grad", **form.attrs),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("a_grad", TensorProto.FLOAT, None),
+        ],
+    )
+    inputs = [("trips", "int64", []), ("cond", "bool", [])] + [
+        (f"a_{n}", np.dtype(form.target_dtype if n == "target" else form.dtype),
+         symbols(form, n, False))
+        for n in names
+    ]  # fmt: skip
+    graph = lo.make_graph(
+        [helper.make_node("Loop", ["trips", "cond"], ["grads"], body=body)],
+        inputs,
+        [("grads", "float32", ["K", "a_N", "a_C"])],
+        name="loop",
     )
     with pytest.raises(WholeModelError, match="control-flow region"):
         compile_whole_model(lo.make_model(graph), IreeOptions(), lower_signatures)
