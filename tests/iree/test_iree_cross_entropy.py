@@ -144,3 +144,19 @@ def test_evaluate_calls_computes_every_form() -> None:
     calls = [Call(*c.call) for c in cases]
     for case, got in zip(cases, iree_evaluation.evaluate_calls(calls, "local-sync"), strict=True):
         assert_agrees(got, case, bits=False)
+
+
+def test_no_classes_at_run_time_is_refused_before_the_gather() -> None:
+    """C = 0 in a function of dynamic C: an invalid row's gather reads class 0, which an
+    empty weight does not have, so the guard raises the classes rule's 161002 first."""
+    case = make_class_case(CE, (3, 4), F32, reduction="mean", weighted=True, label_smoothing=0.25)
+    run = compiled([case], dynamic=True)
+    empty = {
+        **case.inputs,
+        "self": np.zeros((3, 0), np.float32),
+        "weight": np.zeros(0, np.float32),
+        "target": np.full(3, -100),
+    }
+    empty_case = ClassCase(CE, empty, case.attrs, "no-classes", case.checked)
+    with pytest.raises(Exception, match=r"C >= 1 along dimension 1 .*161002"):
+        run.run(0, empty_case)

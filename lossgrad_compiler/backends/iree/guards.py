@@ -14,9 +14,11 @@ results are their counts (checks.py), for runtime.iree to raise."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import arith, cf, func, tensor
 from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from lossgrad_compiler import messages, spec
 from lossgrad_compiler.backends.iree.checks import function_checks, reflect
@@ -94,6 +96,7 @@ def guard_function(function: Level2Function, name: str | None = None) -> func.Fu
                 function.op.name, loop, first_entry, entry, function.input_names
             )
             ops += [equal, cf.AssertOp(equal, message)]
+    ops += class_count_check(function, args)
     operands = [SSAValue.get(a) for a in args[: len(types)]]
     call = func.CallOp(wrapped.sym_name.data, operands, results)
     ops += [call, func.ReturnOp(*call.results)]
@@ -102,6 +105,28 @@ def guard_function(function: Level2Function, name: str | None = None) -> func.Fu
     guard = func.FuncOp(guard_name, (types, results), Region(block))
     guard.sym_visibility = wrapped.sym_visibility
     return guard
+
+
+def class_count_check(function: Level2Function, args: Sequence[SSAValue]) -> list[Operation]:
+    """`C >= min_classes` for a dynamic class dimension (spec's classes rule: the gather of
+    an invalid row reads class 0, so it needs one)."""
+    op = function.op
+    x = function.operand("self")
+    if not op.has_classes or op.min_classes == 0 or x is None:
+        return []
+    axis = op.class_dim(x.generic.rank)
+    if x.generic.shape[axis] is not None:
+        return []  # a static C was checked when the call was validated
+    index = arith.ConstantOp.from_int_and_width(axis, IndexType())
+    size = tensor.DimOp(args[x.position], index)
+    least = arith.ConstantOp.from_int_and_width(op.min_classes, IndexType())
+    enough = arith.CmpiOp(size, least, "uge")
+    shape = tuple("?" for _ in range(x.generic.rank))
+    message = messages.CLASS_SHAPE(
+        op.name, input="self", shape=shape, expected=f"C >= {op.min_classes} along dimension "
+        f"{axis}", self_shape=shape,
+    )  # fmt: skip
+    return [index, size, least, enough, cf.AssertOp(enough, str(message))]
 
 
 def mismatch_message(
