@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from lossgrad_compiler import level2, spec
@@ -30,6 +31,25 @@ class KernelSource:
     narrowing: GenericOp | None  # the truncf-only generic after a sum, if any
     names: tuple[str, ...] = spec.INPUT_NAMES  # each input's name (the kernel's parameters)
     checks: tuple[level2.Level2Check, ...] = ()  # value checks returned after the result
+    reductions: tuple[level2.Level2Reduction, ...] = ()  # sums the main generic reads as ()
+
+    @property
+    def tensor_inputs(self) -> tuple[level2.GenericOperand, ...]:
+        """The main generic's inputs that are function arguments (the kernel's global
+        tensors); the reduction results after them are computed inside the kernel."""
+        return self.main.inputs[: len(self.main.inputs) - len(self.reductions)]
+
+    @property
+    def scalars(self) -> tuple[SSAValue, ...]:
+        """The scalars from above the bodies (main and reductions), each once, in first-use
+        order: the tiling scalars. A captured tensor (the gathered weight) is an input."""
+        generics = [self.main, *(r.generic for r in self.reductions)]
+        found: list[SSAValue] = []
+        for generic in generics:
+            for value in generic.captured:
+                if not isinstance(value.type, TensorType) and value not in found:
+                    found.append(value)
+        return tuple(found)
 
 
 def kernel_source(function: func.FuncOp) -> KernelSource | None:
@@ -49,7 +69,11 @@ def kernel_source(function: func.FuncOp) -> KernelSource | None:
                 "project compiles its attributes in; lower without runtime_parameters",
             )
         return KernelSource(
-            analysed.main, analysed.narrowing, analysed.input_names, analysed.checks
+            analysed.main,
+            analysed.narrowing,
+            analysed.input_names,
+            analysed.checks,
+            analysed.reductions,
         )
     return _without_identity(generics)
 
@@ -121,17 +145,18 @@ def kernel_frame(
     source: KernelSource, name: str, out_name: str
 ) -> tuple[asc.KernelOp, asc.TileLoopOp]:
     """What every kernel starts from: its arguments (the inputs as global tensors, the
-    output, the scalars from above the body) and an entry block holding an empty tile
+    output, the scalars from above the bodies) and an entry block holding an empty tile
     loop: (the kernel, the loop)."""
     main = source.main
+    inputs = source.tensor_inputs
     args: list[tuple[str, Attribute]] = [
         (n, asc.GlobalTensorType(o.block_arg.type))
-        for n, o in zip(source.names, main.inputs, strict=True)
+        for n, o in zip(source.names, inputs, strict=True)
     ]
     args.append((out_name, asc.GlobalTensorType(main.value.type)))
-    for k, value in enumerate(main.captured):
+    for k, value in enumerate(source.scalars):
         args.append((value.name_hint or f"scalar{k}", value.type))
-    kernel = asc.KernelOp(name, args, num_inputs=len(main.inputs))
+    kernel = asc.KernelOp(name, args, num_inputs=len(inputs))
     loop = asc.TileLoopOp()
     kernel.entry.add_op(loop)
     return kernel, loop

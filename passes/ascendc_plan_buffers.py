@@ -90,11 +90,20 @@ def _in_place(op: Operation) -> bool:
 
 def _interval(value: SSAValue, index: dict[Operation, int]) -> tuple[int, int]:
     uses = [
-        index[u.operation]
+        index[_stage_op(u.operation, index)]
         for u in value.uses
         if not isinstance(u.operation, asc.FreeOp | asc.EnqueOp)
     ]
     return (min(uses), max(uses)) if uses else (0, -1)
+
+
+def _stage_op(op: Operation, index: dict[Operation, int]) -> Operation:
+    """The Compute-stage op that holds `op` (an element loop reads tiles inside its body)."""
+    while op not in index:
+        parent = op.parent_op()
+        assert parent is not None, op
+        op = parent
+    return op
 
 
 def place_temps(kernel: asc.KernelOp) -> None:

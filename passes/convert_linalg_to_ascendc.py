@@ -80,9 +80,11 @@ class ConvertLinalgToAscendcPass(ModulePass):
 
     name = "convert-linalg-to-ascendc"
 
+    batch_sums: str = "per_core"  # ascendc_element_kernel.BATCH_SUMS
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            convert_function(function)
+            convert_function(function, self.batch_sums)
 
 
 # --------------------------------------------------------------------------- the generic
@@ -101,7 +103,7 @@ def _tensor(value: SSAValue) -> TensorType:
 # --------------------------------------------------------------------------- conversion
 
 
-def convert_function(function: func.FuncOp) -> None:
+def convert_function(function: func.FuncOp, batch_sums: str = "per_core") -> None:
     source = kernel_source(function)
     if source is None:
         return
@@ -113,11 +115,11 @@ def convert_function(function: func.FuncOp) -> None:
             "float64 is not supported by the Ascend C backend (its vector units have no fp64 "
             "arithmetic); use the onnx or ort target",
         )
-    elements = needs_elements(source.main)
+    elements = needs_elements(source.main) or bool(source.reductions)
     _refuse_untranslated(source, where, elements)
     kernel_name = f"{where}_kernel"
     if elements:
-        kernel = build_element_kernel(source, kernel_name, OUTPUT_NAME, where)
+        kernel = build_element_kernel(source, kernel_name, OUTPUT_NAME, where, batch_sums)
     else:
         kernel = build_kernel(source, kernel_name, where)
     function.parent_block().insert_op_after(kernel, function)
@@ -166,7 +168,7 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
         return n_static is None or n_static * asc.element_bits(element) // 8 % DATA_COPY_BYTES != 0
 
     env: dict[SSAValue, Value] = {}
-    for value, arg in zip(main.captured, block.args[inputs + 1 :], strict=True):
+    for value, arg in zip(source.scalars, block.args[inputs + 1 :], strict=True):
         env[value] = Scalar(arg)
     in_offset, in_count = loop.stage("copy_in").args
     queues_to_free: list[tuple[SSAValue, SSAValue]] = []
@@ -201,7 +203,6 @@ def build_kernel(source: KernelSource, name: str, where: str) -> asc.KernelOp:
                                   pad(out_element)))  # fmt: skip
     copy_out.insert(asc.FreeOp(out_queue, result))
     return kernel
-
 
 
 def _write_result(rules: AscendcBodyRules, value: Value, out_tile: SSAValue) -> None:
@@ -241,16 +242,16 @@ def _rewrite_host(source: KernelSource, kernel_name: str, broadcast: bool = True
         sizes.append(builder.insert(tensor.DimOp(main.inputs[i].value, index)).result)
         shape.append(DYNAMIC_INDEX)
     inputs: list[SSAValue] = []
-    for operand in main.inputs:
+    for operand in source.tensor_inputs:
         value = operand.value
         if broadcast and operand.reads and _needs_broadcast(operand, main.loops):
             target = TensorType(operand.block_arg.type, shape)
             value = builder.insert(asc.BroadcastToOp(value, sizes, target)).result
         inputs.append(value)
-    maps = [AffineMapAttr(affine_map(o.index_map, main.loops)) for o in main.inputs]
+    maps = [AffineMapAttr(affine_map(o.index_map, main.loops)) for o in source.tensor_inputs]
     launch = builder.insert(
         asc.LaunchOp(
-            kernel_name, inputs, sizes, main.captured, maps, TensorType(main.value.type, shape)
+            kernel_name, inputs, sizes, source.scalars, maps, TensorType(main.value.type, shape)
         )
     )
     result = launch.result
@@ -268,6 +269,8 @@ def _rewrite_host(source: KernelSource, kernel_name: str, broadcast: bool = True
     else:
         main.op.results[0].replace_all_uses_with(result)
     Rewriter.erase_op(main.op, safe_erase=False)
+    for reduction in reversed(source.reductions):  # computed inside the kernel
+        Rewriter.erase_op(reduction.generic.op)
     _erase_dead(launch.parent_block())
 
 

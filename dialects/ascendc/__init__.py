@@ -12,6 +12,8 @@ Split by level, each module one layer of the model:
   a `tile_loop` whose three stages are CopyIn, Compute and CopyOut;
 * `elements`: a Compute-stage loop over the output tile's elements with scalar code, for
   bodies the tile rules do not express (class-index operands, `linalg.index`);
+* `sums`: Init-time scalar sums over one input (the reductions over the batch a body reads
+  as scalars) and the gather of an input at a computed, verified index;
 * `vector`: the vector instructions, in destination passing style as in Ascend C:
   `ascendc.mul %dst, %a, %b, %count`.
 
@@ -42,6 +44,7 @@ from lossgrad_compiler.dialects.ascendc.elements import (
     ElementLoopOp,
     PositionOp,
     ReadElementOp,
+    ReadTileOp,
     StoreElementOp,
 )
 from lossgrad_compiler.dialects.ascendc.host import (
@@ -70,6 +73,7 @@ from lossgrad_compiler.dialects.ascendc.kernel import (
     TileLoopOp,
     stage_of,
 )
+from lossgrad_compiler.dialects.ascendc.sums import SUM_OPS, GatherOp, SumLoopOp, SumTermOp
 from lossgrad_compiler.dialects.ascendc.types import (
     CAST_MODES,
     CalcBufferType,
@@ -121,7 +125,7 @@ Ascendc = Dialect(
         KernelOp, TileLoopOp, QueueOp, TBufOp, TempOp, GetOp,
         AllocOp, EnqueOp, DequeOp, FreeOp,
         CopyInOp, CopyOutOp, GetValueOp, ReadLocalOp, AlignUpOp, TileLengthOp,
-        *VECTOR_OPS, *ELEMENT_OPS,
+        *VECTOR_OPS, *ELEMENT_OPS, *SUM_OPS,
     ],
     [
         GlobalTensorType, LocalTensorType, QueueType, CalcBufferType,
@@ -132,6 +136,7 @@ Ascendc = Dialect(
 __all__ = [
     "CAST_MODES",
     "ELEMENT_OPS",
+    "SUM_OPS",
     "VECTOR_OPS",
     "AbsOp",
     "AddOp",
@@ -156,6 +161,7 @@ __all__ = [
     "EnqueOp",
     "ExpOp",
     "FreeOp",
+    "GatherOp",
     "GetOp",
     "GetValueOp",
     "GlobalTensorType",
@@ -176,6 +182,7 @@ __all__ = [
     "QueueType",
     "ReadElementOp",
     "ReadLocalOp",
+    "ReadTileOp",
     "ReduceSumOp",
     "RoundMode",
     "RoundModeAttr",
@@ -184,6 +191,8 @@ __all__ = [
     "SelectsOp",
     "StoreElementOp",
     "SubOp",
+    "SumLoopOp",
+    "SumTermOp",
     "TBufOp",
     "TempOp",
     "TensorCastOp",

@@ -35,7 +35,7 @@ from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from lossgrad_compiler.dialects.ascendc.kernel import local_type, require_stage
-from lossgrad_compiler.dialects.ascendc.types import GlobalTensorType
+from lossgrad_compiler.dialects.ascendc.types import GlobalTensorType, LocalTensorType
 
 
 @irdl_op_definition
@@ -158,4 +158,29 @@ class StoreElementOp(IRDLOperation):
             raise VerifyException("'ascendc.store_element' stores the tile's element type")
 
 
-ELEMENT_OPS = (ElementLoopOp, PositionOp, ReadElementOp, StoreElementOp)
+@irdl_op_definition
+class ReadTileOp(IRDLOperation):
+    """LocalTensor::GetValue(k) of a tile the Compute stage computed before the element
+    loop with vector instructions (exp of an input read in tiles): element k's value."""
+
+    name = "ascendc.read_tile"
+
+    source = operand_def()
+    result = result_def()
+
+    traits = traits_def(HasParent(ElementLoopOp))
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue) -> None:
+        t = source.type
+        assert isinstance(t, LocalTensorType)
+        super().__init__(operands=[source], result_types=[t.element_type])
+
+    def verify_(self) -> None:
+        t = local_type(self.source, "source", self)
+        if self.result.type != t.element_type:
+            raise VerifyException("'ascendc.read_tile' result must be the element type")
+
+
+ELEMENT_OPS = (ElementLoopOp, PositionOp, ReadElementOp, ReadTileOp, StoreElementOp)

@@ -189,13 +189,16 @@ def test_every_operator_with_every_input_full_runs_in_the_emulator(dtype: str) -
 def test_every_class_operator_with_every_input_plans_one_output_queue(op_type: str) -> None:
     """Every input present (weight too): the element kernel reads its inputs with GetValue
     (test_ascendc_classes.py), so its only queue is the output's, double buffered, and the
-    tile it plans fits the UB."""
+    tile it plans fits the UB; an input whose exp the body takes (CrossEntropyLossGrad's
+    log_prob) comes in tiles through one VECIN queue, for the vector unit's Exp."""
     case = make_class_case(op_type, SHAPES[op_type][0], np.float32, weighted=True)
     assert set(case.inputs) == set(spec.operator(op_type).input_names)
     module = class_case_module(case, dynamic=False)
     LowerLossgradPass().apply(make_context(), module)
     (kernel,) = [k for k in lower_to_ascendc(module).ops if isinstance(k, asc.KernelOp)]
     queues = [op for op in kernel.walk() if isinstance(op, asc.QueueOp)]
-    assert [q.position.data for q in queues] == [asc.Position.VECOUT]
-    assert queues[0].buffers.value.data <= MAX_QUEUE_BUFFERS_PER_POSITION
+    exps = sum(isinstance(op, asc.ExpOp) for op in kernel.walk())
+    assert [q.position.data for q in queues] == [asc.Position.VECIN] * exps + [asc.Position.VECOUT]
+    assert all(q.buffers.value.data <= MAX_QUEUE_BUFFERS_PER_POSITION for q in queues)
+    assert exps == (op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name)
     assert 0 < kernel.ub_bytes.value.data <= kernel.ub_capacity.value.data

@@ -116,10 +116,11 @@ def _attribute_checks(op: spec.OperatorSpec) -> list[str]:
     for a in op.attributes:
         if a.kind is spec.AttrKind.FLOAT:
             bound = a.minimum if a.minimum is not None else float("-inf")
+            top = a.maximum if a.maximum is not None else float("inf")
             exclusive = "true" if a.exclusive else "false"
             lines.append(
-                f'CHECK_OK(CheckMinimum(op, "{a.name}", {a.name}, {double_literal(bound)}, '
-                f"{exclusive}, {cxx_string_literal(a.rule())}));"
+                f'CHECK_OK(CheckRange(op, "{a.name}", {_camel(a.name)}, {double_literal(bound)}, '
+                f"{exclusive}, {double_literal(top)}, {cxx_string_literal(a.rule())}));"
             )
     return lines
 

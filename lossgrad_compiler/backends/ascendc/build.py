@@ -319,8 +319,9 @@ def build_executable(
                 if errors:
                     raise RuntimeError(f"compiling {what} failed:\n" + errors[0][-6000:])
                 objects = [str(work / f"{unit}.o") for unit in units]
-                _compile([cxx, *objects, str(runtime / "runtime.o"), "-o", str(work / "runner")],
-                         what)  # fmt: skip
+                # -pthread: the runtime runs a multi-core launch's cores as threads (SyncAll)
+                _compile([cxx, *objects, str(runtime / "runtime.o"), "-pthread", "-o",
+                          str(work / "runner")], what)  # fmt: skip
             shutil.rmtree(target / "src", ignore_errors=True)
             os.replace(work, target / "src")  # keep the sources beside the executable
             os.replace(target / "src" / "runner", executable)

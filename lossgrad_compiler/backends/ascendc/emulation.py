@@ -8,6 +8,7 @@ checks each call and hands the level 2 of its signature down to `signature_proje
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import signal
 import struct
@@ -34,7 +35,7 @@ from lossgrad_compiler.errors import (
     UnsupportedByBackendError,
 )
 
-MAGIC = b"LGASC04\0"
+MAGIC = b"LGASC05\0"
 VIOLATION_EXIT = 86
 UNTOUCHED = 0x5A  # the runner fills every output with this byte before the call
 FLAG_NULL_WORKSPACE_SIZE = 1
@@ -132,13 +133,39 @@ class RawCase:
 
 
 @dataclass(frozen=True)
+class CoreCost:
+    """One core's counters in the emulator's cost model (emulator/lossgrad_emu/cost.h, where
+    the cycle weights are): scalar GM and UB accesses, DataCopy(Pad)s and their GM bytes,
+    all GM bytes, vector instructions and their 256-byte repeats, SyncAlls and the cycles
+    waited in them, and the cycles these add up to."""
+
+    gm_scalar: int
+    ub_scalar: int
+    copies: int
+    copy_bytes: int
+    gm_bytes: int
+    vector_instructions: int
+    vector_repeats: int
+    sync_alls: int
+    sync_wait_cycles: int
+    cycles: int
+
+
+@dataclass(frozen=True)
 class RawLaunch:
     """One AI-core launch of a call: the OpType, the block dim and the tiling data that the
-    op_host tiling function chose (raw bytes; `decode_tiling` reads them)."""
+    op_host tiling function chose (raw bytes; `decode_tiling` reads them), and each core's
+    cost counters."""
 
     op_type: str
     block_dim: int
     tiling: bytes = field(repr=False)
+    costs: tuple[CoreCost, ...] = field(default=(), repr=False)
+
+    @property
+    def cycles(self) -> int:
+        """The launch's cycles in the cost model: its slowest core's."""
+        return max((c.cycles for c in self.costs), default=0)
 
 
 @dataclass
@@ -275,8 +302,16 @@ def _read_launches(data: bytes, pos: int) -> tuple[list[RawLaunch], int]:
         pos += 4 + length
         block_dim, size = struct.unpack_from("<II", data, pos)
         pos += 8
-        launches.append(RawLaunch(op_type, block_dim, data[pos : pos + size]))
+        tiling = data[pos : pos + size]
         pos += size
+        (cores,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        fields = len(dataclasses.fields(CoreCost))
+        costs = []
+        for _ in range(cores):
+            costs.append(CoreCost(*struct.unpack_from(f"<{fields}Q", data, pos)))
+            pos += 8 * fields
+        launches.append(RawLaunch(op_type, block_dim, tiling, tuple(costs)))
     return launches, pos
 
 

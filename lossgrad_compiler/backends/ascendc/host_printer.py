@@ -14,7 +14,11 @@ from xdsl.ir.affine import AffineDimExpr
 from lossgrad_compiler import spec
 from lossgrad_compiler.backends.ascendc.cxx import float_literal, ge_dtype
 from lossgrad_compiler.backends.ascendc.host_graph import HostGraph, TilingScalarPrinter
-from lossgrad_compiler.backends.ascendc.kernel_printer import dim_fields, scalar_fields
+from lossgrad_compiler.backends.ascendc.kernel_printer import (
+    dim_fields,
+    scalar_fields,
+    split_sums,
+)
 from lossgrad_compiler.backends.ascendc.signature_info import SignatureInfo
 from lossgrad_compiler.backends.cxx import cxx_string_literal
 from lossgrad_compiler.dialects import ascendc as asc
@@ -151,7 +155,9 @@ def print_op_host(graph: HostGraph, info: SignatureInfo, soc: str) -> str:
                 *scalar_lines,
                 "context->SetBlockDim(static_cast<uint32_t>(usedCores));",
                 "size_t* workspaces = context->GetWorkspaceSizes(1);",
-                "workspaces[0] = platform.GetLibApiWorkSpaceSize();",
+                "workspaces[0] = platform.GetLibApiWorkSpaceSize()"
+                + (f" + usedCores * {split_sums(kernel) * 32}" if split_sums(kernel) else "")
+                + ";",
                 "return ge::GRAPH_SUCCESS;",
             ]
         ],

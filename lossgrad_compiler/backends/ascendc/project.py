@@ -43,13 +43,16 @@ class Project:
     files: dict[str, str]
 
 
-def lower_to_ascendc(module: ModuleOp, soc: str = DEFAULT_SOC) -> ModuleOp:
-    """A converted and planned copy of a level-2 module."""
+def lower_to_ascendc(
+    module: ModuleOp, soc: str = DEFAULT_SOC, batch_sums: str = "per_core"
+) -> ModuleOp:
+    """A converted and planned copy of a level-2 module (`batch_sums`: how a reduction over
+    the batch meets the cores, convert-linalg-to-ascendc's option)."""
     soc_named(soc)
     lowered = module.clone()
     ctx = make_context()
     ctx.load_dialect(asc.Ascendc)
-    ConvertLinalgToAscendcPass().apply(ctx, lowered)
+    ConvertLinalgToAscendcPass(batch_sums=batch_sums).apply(ctx, lowered)
     AscendcPlanBuffersPass(soc=soc).apply(ctx, lowered)
     lowered.verify()
     return lowered

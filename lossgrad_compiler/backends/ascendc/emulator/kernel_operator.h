@@ -21,6 +21,10 @@
 
 using GM_ADDR = uint8_t*;
 
+// The user's part of the workspace (the emulation's library part is empty:
+// GetLibApiWorkSpaceSize() is 0).
+inline GM_ADDR GetUserWorkspace(GM_ADDR workspace) { return workspace; }
+
 namespace lossgrad_emu {
 template <typename S>
 void ReadTiling(S* out, const uint8_t* tiling) {

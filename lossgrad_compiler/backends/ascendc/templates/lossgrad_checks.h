@@ -115,11 +115,13 @@ inline aclnnStatus CheckReduction(const std::string& op, int64_t code, const std
     return FailLine(@ATTRIBUTE_VALUE_CODE@, AttributeValueMessage(op, "reduction", rule, std::to_string(code)));
 }
 
-// `exclusive`: the minimum itself is not valid (delta > 0).
-inline aclnnStatus CheckMinimum(const std::string& op, const std::string& attribute, double value,
-                                double minimum, bool exclusive, const std::string& rule)
+// A FLOAT attribute inside [minimum, maximum] (`exclusive`: the minimum itself is not valid, as
+// for delta > 0; maximum is +inf without an upper bound), never NaN.
+inline aclnnStatus CheckRange(const std::string& op, const std::string& attribute, double value,
+                              double minimum, bool exclusive, double maximum, const std::string& rule)
 {
-    if (!std::isnan(value) && (exclusive ? value > minimum : value >= minimum)) return ACLNN_SUCCESS;
+    const bool above = exclusive ? value > minimum : value >= minimum;
+    if (!std::isnan(value) && above && value <= maximum) return ACLNN_SUCCESS;
     return FailLine(@ATTRIBUTE_VALUE_CODE@,
                     AttributeValueMessage(op, attribute, rule, lossgrad_shapes::float_repr(value)));
 }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "lossgrad_emu/cost.h"
+
 namespace lossgrad_emu {
 
 constexpr int kViolationExit = 86;
@@ -35,11 +37,16 @@ struct Launch {
   std::string op_type;
   uint32_t block_dim = 0;
   std::vector<uint8_t> tiling;  // the tiling data, as the kernel receives it
+  std::vector<CoreCost> costs;  // per core, the cost model's counters (cost.h)
 };
 
 Platform& platform();
 RunState& state();
 std::vector<Launch>& launches();  // of the call being run
+
+// SyncAll: wait until every core of the launch has reached this barrier (runtime.cpp runs
+// the cores of a launch in turn, each up to its next SyncAll, so that the barrier holds).
+void SyncAllCores();
 
 // Report a broken rule and end the process (exit status kViolationExit).
 [[noreturn]] void Violation(const std::string& instruction, const std::string& rule);

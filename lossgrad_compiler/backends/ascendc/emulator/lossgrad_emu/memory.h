@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lossgrad_emu/core.h"
+#include "lossgrad_emu/cost.h"
 #include "lossgrad_emu/float16.h"
 
 namespace AscendC {
@@ -25,6 +26,12 @@ using QuePosition = TPosition;
 
 inline int64_t GetBlockIdx() { return lossgrad_emu::state().block_idx; }
 inline int64_t GetBlockNum() { return lossgrad_emu::state().block_num; }
+
+// The hard barrier of all the launch's vector cores.
+template <bool isAIVOnly = true>
+inline void SyncAll() {
+  lossgrad_emu::SyncAllCores();
+}
 
 }  // namespace AscendC
 
@@ -117,9 +124,13 @@ class LocalTensor {
   T GetValue(uint32_t i) const {
     T v;
     std::memcpy(&v, Ptr("LocalTensor::GetValue", i, 1, false) + i, sizeof(T));
+    lossgrad_emu::CountUbScalar();
     return v;
   }
-  void SetValue(uint32_t i, T v) const { std::memcpy(Ptr("LocalTensor::SetValue", i, 1, false) + i, &v, sizeof(T)); }
+  void SetValue(uint32_t i, T v) const {
+    std::memcpy(Ptr("LocalTensor::SetValue", i, 1, false) + i, &v, sizeof(T));
+    lossgrad_emu::CountUbScalar();
+  }
   uint32_t GetSize() const { return count_; }
   template <typename U>
   LocalTensor<U> ReinterpretCast() const {
@@ -257,9 +268,13 @@ class GlobalTensor {
   T GetValue(uint64_t i) const {
     T v;
     std::memcpy(&v, Data("GlobalTensor::GetValue", i, 1), sizeof(T));
+    lossgrad_emu::CountGmScalar(sizeof(T));
     return v;
   }
-  void SetValue(uint64_t i, T v) { std::memcpy(Data("GlobalTensor::SetValue", i, 1), &v, sizeof(T)); }
+  void SetValue(uint64_t i, T v) {
+    std::memcpy(Data("GlobalTensor::SetValue", i, 1), &v, sizeof(T));
+    lossgrad_emu::CountGmScalar(sizeof(T));
+  }
   uint64_t GetSize() const { return size_; }
 
   // Element pointer after checking [first, first+count) against SetGlobalBuffer's size and
@@ -278,4 +293,17 @@ class GlobalTensor {
   bool sized_ = false;
 };
 
+}  // namespace AscendC
+
+namespace AscendC {
+
+// The scalar unit's data cache: a GM value written with SetValue reaches other cores only
+// after a clean, and a core sees their values only after an invalidate. The emulation has
+// no cache (GM is coherent); the call is accepted where the hardware needs it.
+enum class CacheLine : uint8_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE = 1 };
+enum class DcciDst : uint8_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T, CacheLine entireType, DcciDst dcciDst>
+void DataCacheCleanAndInvalid(const GlobalTensor<T>& dst) {
+  (void)dst;
+}
 }  // namespace AscendC

@@ -15,7 +15,7 @@
 
 namespace lossgrad_emu {
 
-constexpr char kCaseMagic[8] = {'L', 'G', 'A', 'S', 'C', '0', '4', '\0'};
+constexpr char kCaseMagic[8] = {'L', 'G', 'A', 'S', 'C', '0', '5', '\0'};
 constexpr uint8_t kUntouched = 0x5A;
 constexpr uint32_t kMaxInputs = 8;  // tensors a case may pass (the operator's inputs)
 constexpr uint32_t kMaxAttributes = 8;  // attribute values a case may pass

@@ -7,7 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "kernel_operator.h"
@@ -78,7 +82,7 @@ void CheckGm(const std::string& instruction, const void* address, uint64_t bytes
 // ------------------------------------------------------------------ unified buffer
 
 Ub& Ub::current() {
-  static Ub ub;
+  thread_local Ub ub;  // the running core's: a multi-core launch runs each core on its own thread
   return ub;
 }
 
@@ -429,6 +433,105 @@ void RegisterKernel(const std::string& op_type, const std::string& entry, std::f
   kernel_registry()[op_type] = KernelEntry{entry, std::move(run)};
 }
 
+// ------------------------------------------------------------------ cores and SyncAll
+
+std::vector<CoreCost>& launch_costs() {
+  static std::vector<CoreCost> c;
+  return c;
+}
+
+CoreCost& core_cost() {
+  static CoreCost outside;  // host code between launches
+  auto& costs = launch_costs();
+  const auto b = static_cast<size_t>(state().block_idx);
+  return b < costs.size() ? costs[b] : outside;
+}
+
+namespace {
+
+// The cores of a multi-core launch, each on its own thread, but only one running at a time
+// (`running`): deterministic, and free of data races on the emulator's state.
+struct Scheduler {
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t running = -1;  // the core allowed to run; -1: the launcher
+  std::vector<char> done, waiting;
+};
+
+Scheduler*& scheduler() {
+  static Scheduler* s = nullptr;
+  return s;
+}
+
+}  // namespace
+
+void SyncAllCores() {
+  core_cost().sync_alls += 1;
+  Scheduler* s = scheduler();
+  if (s == nullptr) return;  // a one-core launch has nobody to wait for
+  const int64_t me = state().block_idx;
+  std::unique_lock<std::mutex> lock(s->mu);
+  s->waiting[me] = 1;
+  s->running = -1;
+  s->cv.notify_all();
+  s->cv.wait(lock, [&] { return s->running == me; });
+  s->waiting[me] = 0;
+}
+
+// Run every core of a launch: round after round, each core that has not returned runs in
+// block order up to its next SyncAll (or its end). When the cores meet at a barrier, each
+// waits (in the cost model) for the slowest one.
+static void RunCores(uint32_t n, const std::function<void()>& run) {
+  launch_costs().assign(n, CoreCost{});
+  if (n == 1) {
+    state().block_idx = 0;
+    run();
+    return;
+  }
+  Scheduler s;
+  s.done.assign(n, 0);
+  s.waiting.assign(n, 0);
+  scheduler() = &s;
+  std::vector<std::thread> threads;
+  for (uint32_t b = 0; b < n; ++b) {
+    threads.emplace_back([&s, &run, b] {
+      {
+        std::unique_lock<std::mutex> lock(s.mu);
+        s.cv.wait(lock, [&] { return s.running == static_cast<int64_t>(b); });
+      }
+      run();
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.done[b] = 1;
+      s.running = -1;
+      s.cv.notify_all();
+    });
+  }
+  for (;;) {
+    for (uint32_t b = 0; b < n; ++b) {
+      std::unique_lock<std::mutex> lock(s.mu);
+      if (s.done[b]) continue;
+      state().block_idx = b;
+      s.running = b;
+      s.cv.notify_all();
+      s.cv.wait(lock, [&] { return s.running == -1; });
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    const auto waiting = std::count(s.waiting.begin(), s.waiting.end(), 1);
+    if (waiting == 0) break;
+    if (waiting != static_cast<int64_t>(n)) {
+      const auto returned = std::find(s.done.begin(), s.done.end(), 1) - s.done.begin();
+      state().block_idx = returned;
+      Violation("SyncAll", Str("block ", returned, " returned while other blocks wait at SyncAll: every "
+                               "block of a launch must reach each SyncAll"));
+    }
+    uint64_t slowest = 0;
+    for (const CoreCost& c : launch_costs()) slowest = std::max(slowest, c.Cycles());
+    for (CoreCost& c : launch_costs()) c.sync_wait_cycles += slowest - c.Cycles();
+  }
+  for (auto& t : threads) t.join();
+  scheduler() = nullptr;
+}
+
 static aclnnStatus LaunchAiCore(const std::string& op_type, const TensorList& inputs, const TensorList& outputs,
                                 const AttrList& attrs) {
   auto def = ops::op_registry().find(op_type);
@@ -476,10 +579,9 @@ static aclnnStatus LaunchAiCore(const std::string& op_type, const TensorList& in
   args.push_back(tiling);
   state().kernel = kernel->second.name;
   state().block_num = block_dim;
-  for (uint32_t b = 0; b < block_dim; ++b) {
-    state().block_idx = b;
-    kernel->second.run(args.data());
-  }
+  RunCores(block_dim, [&] { kernel->second.run(args.data()); });
+  launches().back().costs = launch_costs();
+  launch_costs().clear();
   state() = RunState{};
   GmFree(workspace);
   GmFree(tiling);
@@ -612,6 +714,14 @@ int RunCaseFile(int argc, char** argv, aclnnStatus (*call)(Case&)) {
       std::fwrite(&l.block_dim, sizeof l.block_dim, 1, out);
       std::fwrite(&tiling_length, sizeof tiling_length, 1, out);
       std::fwrite(l.tiling.data(), 1, tiling_length, out);
+      const auto cores = static_cast<uint32_t>(l.costs.size());
+      std::fwrite(&cores, sizeof cores, 1, out);
+      for (const CoreCost& c : l.costs) {
+        const uint64_t fields[] = {c.gm_scalar, c.ub_scalar, c.copies, c.copy_bytes, c.gm_bytes,
+                                   c.vector_instructions, c.vector_repeats, c.sync_alls,
+                                   c.sync_wait_cycles, c.Cycles()};
+        std::fwrite(fields, sizeof fields, 1, out);
+      }
     }
     for (uint32_t i = 0; i < c.input_count; ++i) FreeTensor(c.inputs[i]);
     FreeTensor(c.out);

@@ -10,6 +10,7 @@
 // are listed in docs/ascend-c.md.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -118,6 +119,7 @@ void Elementwise(const char* instruction, const LocalTensor<T>& dst, int64_t cou
   if (count == 0) return;
   T* d = dst.Data(instruction, count);
   for (int64_t i = 0; i < count; ++i) d[i] = Store<T>(f(i));
+  CountVector(static_cast<uint64_t>(count) * sizeof(T));
 }
 
 }  // namespace lossgrad_emu
@@ -134,6 +136,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t co
   const T* from = src.Data("DataCopy (GM to UB)", 0, count);
   lossgrad_emu::RequireGmElementAlignment("DataCopy (GM to UB)", from, sizeof(T));
   std::memcpy(dst.Data("DataCopy (GM to UB)", count), from, bytes);
+  lossgrad_emu::CountCopy(bytes);
 }
 
 template <typename T>
@@ -144,6 +147,7 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t co
   T* to = dst.Data("DataCopy (UB to GM)", 0, count);
   lossgrad_emu::RequireGmElementAlignment("DataCopy (UB to GM)", to, sizeof(T));
   std::memcpy(to, src.Data("DataCopy (UB to GM)", count), bytes);
+  lossgrad_emu::CountCopy(bytes);
 }
 
 template <typename T>
@@ -153,6 +157,7 @@ void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t cou
   if (count == 0) return;
   lossgrad_emu::NoPartialOverlap("DataCopy (UB to UB)", dst, count, src, count);
   std::memmove(dst.Data("DataCopy (UB to UB)", count), src.Data("DataCopy (UB to UB)", count), bytes);
+  lossgrad_emu::CountVector(bytes);
 }
 
 template <typename T>
@@ -174,6 +179,7 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
     for (uint32_t i = 0; i < padded_elems; ++i) d[i] = fill;
     std::memcpy(d + pad.leftPadding, s, p.blockLen);
   }
+  lossgrad_emu::CountCopy(static_cast<uint64_t>(p.blockCount) * p.blockLen);
 }
 
 template <typename T>
@@ -188,6 +194,7 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
     const uint32_t ub_elem = b * (padded + p.srcStride * 32) / sizeof(T);
     std::memcpy(dst.Data(name, gm_elem, n), src[ub_elem].Data(name, n), p.blockLen);
   }
+  lossgrad_emu::CountCopy(static_cast<uint64_t>(p.blockCount) * p.blockLen);
 }
 
 // ------------------------------------------------------------------ arithmetic
@@ -263,6 +270,7 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalar, const int32_t& count)
   if (count == 0) return;
   T* d = dst.Data("Duplicate", count);
   for (int32_t i = 0; i < count; ++i) d[i] = scalar;
+  lossgrad_emu::CountVector(static_cast<uint64_t>(count) * sizeof(T));
 }
 
 // ------------------------------------------------------------------ compare and select
@@ -274,6 +282,7 @@ void CompareCommon(const char* name, const LocalTensor<U>& dst, const LocalTenso
   lossgrad_emu::RequireCompareRepeats(name, static_cast<uint64_t>(count) * sizeof(T));
   (void)src0;
   (void)dst.Data(name, count / 8 / sizeof(U));
+  if (count > 0) lossgrad_emu::CountVector(static_cast<uint64_t>(count) * sizeof(T));
 }
 
 template <typename U, typename T>
@@ -331,6 +340,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const LocalTe
   const auto* bits = reinterpret_cast<const uint8_t*>(mask.Data("Select", (count + 8 * sizeof(U) - 1) / (8 * sizeof(U))));
   T* d = dst.Data("Select", count);
   for (uint32_t i = 0; i < count; ++i) d[i] = (bits[i / 8] >> (i % 8)) & 1u ? a[i] : b[i];
+  lossgrad_emu::CountVector(static_cast<uint64_t>(count) * sizeof(T));
 }
 
 template <typename T, typename U>
@@ -348,6 +358,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const LocalTe
   const auto* bits = reinterpret_cast<const uint8_t*>(mask.Data("Select", (count + 8 * sizeof(U) - 1) / (8 * sizeof(U))));
   T* d = dst.Data("Select", count);
   for (uint32_t i = 0; i < count; ++i) d[i] = (bits[i / 8] >> (i % 8)) & 1u ? a[i] : src1;
+  lossgrad_emu::CountVector(static_cast<uint64_t>(count) * sizeof(T));
 }
 
 // ------------------------------------------------------------------ cast
@@ -372,6 +383,7 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     }
     const S* s = src.Data("Cast", count);
     D* d = dst.Data("Cast", count);
+    lossgrad_emu::CountVector(static_cast<uint64_t>(count) * std::max(sizeof(S), sizeof(D)));
     const lossgrad_emu::Rounding r = lossgrad_emu::ToRounding(static_cast<int>(mode));
     for (uint32_t i = 0; i < count; ++i) {
       if constexpr (widen) {
