@@ -202,3 +202,20 @@ def test_workspace_sums_split_the_batch_and_wait(weighted_mean: ClassCase) -> No
         assert core.gm_scalar < other.gm_scalar
     assert sum(c.sync_wait_cycles for c in launch.costs) > 0
     assert launch.cycles == max(c.cycles for c in launch.costs)
+
+
+def test_no_classes_is_refused_before_the_gather() -> None:
+    """C = 0: an invalid row's gather reads class 0, which an empty weight does not have;
+    the wrapper refuses it with spec's classes rule, wording and code."""
+    case = make_class_case(CE, (3, 4), np.float32, weighted=True, label_smoothing=0.25)
+    compiled = compile_signature(case.checked)
+    empty = {
+        **case.inputs,
+        "self": np.zeros((3, 0), np.float32),
+        "weight": np.zeros(0, np.float32),
+        "target": np.full(3, -100, np.int64),
+    }
+    (result,) = em.run_raw(compiled.runner, [em.raw_case(case.checked, empty, compiled, None)])
+    with pytest.raises(errors.ClassShapeError) as caught:
+        spec.validate(CE, {n: spec.TensorInfo(a.dtype, a.shape) for n, a in empty.items()}, {})
+    assert (result.status, result.message) == (caught.value.code, str(caught.value))

@@ -121,6 +121,15 @@ def _class_inputs(op: spec.OperatorSpec) -> str:
     index_test = " || ".join(f"dtype == {ACL_DTYPES[t.name]}" for t in spec.INDEX_TYPES)
     ranks = " || ".join(f"x.size() == {r}" for r in op.class_ranks)
     ranks_text = cxx_string_literal(" or ".join(f"rank {r}" for r in op.class_ranks))
+    min_classes_check = ""
+    if op.min_classes:  # spec's min_classes: the gather of an invalid row reads class 0
+        expected = f'std::string("C >= {op.min_classes} along dimension ") + std::to_string(c)'
+        min_classes_check = (
+            f"    if (x[c] < {op.min_classes}) {{\n"
+            f"        return FailLine({messages.CLASS_SHAPE.code}, "
+            f'ClassShapeMessage(op, "self", x, {expected}, x));\n'
+            "    }\n"
+        )
     shape_checks = []
     for k, name in enumerate(names):
         literal = cxx_string_literal(name)
@@ -215,7 +224,7 @@ inline aclnnStatus {shapes_fn}(const std::string& op, bool none, {struct}* shape
                         ClassShapeMessage(op, "self", x, {ranks_text}, x));
     }}
     const size_t c = x.size() >= 2 ? 1 : 0;
-    Dims rows;
+{min_classes_check}    Dims rows;
     for (size_t a = 0; a < x.size(); ++a) {{
         if (a != c) rows.push_back(x[a]);
     }}
