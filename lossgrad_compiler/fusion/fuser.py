@@ -20,7 +20,9 @@ A subgraph is fused only when (docs/fusion.md states the guarantee this gives)
   broadcast at run time (broadcasting.py), so that it runs where the graph runs.
 nll_loss's one-hot product (nll.py) has its own reader and proof: its grad_output and weight
 must be provably finite (finiteness.py), and the node reads the target wrapped as the
-graph's ScatterElements reads a negative index.
+graph's ScatterElements reads a negative index. cross_entropy's backward (cross_entropy.py)
+is that product followed by log_softmax's backward, fused only without label smoothing,
+where the graph's row sum is exact.
 Everything else is left as it is, with the reason in the report. Attributes are read by
 name and type (graph.py); the names the pass makes up are new in every scope of the model."""
 
@@ -36,6 +38,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from lossgrad_compiler import spec
 from lossgrad_compiler.errors import LossGradError
 from lossgrad_compiler.fusion.broadcasting import unproved_broadcast
+from lossgrad_compiler.fusion.cross_entropy import CeReader
 from lossgrad_compiler.fusion.factors import family_scale, is_candidate
 from lossgrad_compiler.fusion.family_forms import ALL_FORMS
 from lossgrad_compiler.fusion.forms import Form
@@ -185,7 +188,7 @@ class _Fuser:
     # ------------------------------------------------------------------ matching
 
     def _try_root(self, root: NodeProto) -> _Plan | _Left | None:
-        nll = NllReader(self.index).read(root)
+        nll = CeReader(self.index).read(root) or NllReader(self.index).read(root)
         if nll is not None:
             return self._plan_nll(root, nll)
         first_reason: _Left | None = None
@@ -254,10 +257,10 @@ class _Fuser:
     # ------------------------------------------------------------------ checking
 
     def _plan_nll(self, root: NodeProto, match: NllMatch) -> _Plan | _Left:
-        """An nll_loss backward (nll.py): its node, with the target wrapped as the graph's
-        ScatterElements reads it, or why it is left."""
+        """An nll_loss or cross_entropy backward (nll.py, cross_entropy.py): its node, with
+        the target wrapped as the graph's ScatterElements reads it, or why it is left."""
         output = root.output[0]
-        region = {id(n) for n in match.region}
+        region = {id(n) for n in match.claims or match.region}
 
         def left(reason: str) -> _Left:
             self.claimed |= region
@@ -289,7 +292,9 @@ class _Fuser:
         if tuple(checked.result_shape or ()) != result.shape:
             return left(f"{match.op_type} would give shape {list(checked.result_shape or ())}")
         before, constants, target, node_ii = wrap_target(match, self._fresh)
-        operands = {"grad_output": "", "self": "", "target": target, "total_weight": ""}
+        operands = {"grad_output": "", "self": "", "target": target}
+        if "total_weight" in match.constants:
+            operands["total_weight"] = ""
         operands.update(match.operands)
         for name, array in match.constants.items():
             operands[name] = self._fresh(f"{output}_{name}")

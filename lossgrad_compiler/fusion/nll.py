@@ -53,6 +53,9 @@ class NllMatch:
     classes: int = 0
     target_dtype: int = TensorProto.INT64
     note: str = ""
+    # the nodes a left match keeps other readings from (empty: its region); a
+    # cross_entropy candidate left for its log_softmax backward leaves the nll term free
+    claims: list[NodeProto] = field(default_factory=list)
 
 
 def _attr(node: NodeProto, name: str, kind: int) -> AttributeProto | bool | None:
@@ -419,8 +422,9 @@ def validate(match: NllMatch, index: GraphIndex, self_value: str) -> spec.Checke
         if found is None or found.float_type is None or found.shape is None:
             return f"the element type and shape of {name} '{value}' are not known"
         infos[name] = spec.TensorInfo(found.float_type.dtype, found.shape)
-    tw = match.constants["total_weight"]
-    infos["total_weight"] = spec.TensorInfo(tw.dtype, ())
+    if "total_weight" in match.constants:  # NLL's; CrossEntropyLossGrad has none
+        tw = match.constants["total_weight"]
+        infos["total_weight"] = spec.TensorInfo(tw.dtype, ())
     target_type = index.type_of(match.target)
     assert target_type is not None and target_type.shape is not None
     infos["target"] = spec.TensorInfo(

@@ -7,7 +7,8 @@ losses, whose backward it lifts into a constant), and the traced graph is export
 `torch.onnx.export(..., dynamo=True)`. The exporter decomposes each loss's backward into
 standard ops; `lossgrad_compiler.fuse` then replaces the subgraphs it can prove equal to
 one ai.lossgrad node (docs/fusion.md lists the forms: the KL, SmoothL1 and loss-family
-gradients, and F.nll_loss's as NLLLossBackward / NLLLoss2dBackward). Other losses'
+gradients, F.nll_loss's as NLLLossBackward / NLLLoss2dBackward, and F.cross_entropy's as
+CrossEntropyLossGrad). Other losses'
 gradients stay as the exporter wrote them."""
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ def export_training_step(
     inputs = tuple(example_inputs)
     names = list(input_names or _parameter_names(fn, len(inputs)))
     shapes = _dynamic_shapes(dynamic_shapes, names)
-    traced = make_fx(fn, tracing_mode="symbolic" if shapes else "real")(*inputs)
+    # a loss may capture a real tensor (a class weight built in the step): symbolic tracing
+    # refuses such non-fake constants unless told they are allowed
+    traced = make_fx(
+        fn, tracing_mode="symbolic" if shapes else "real", _allow_non_fake_inputs=bool(shapes)
+    )(*inputs)
     module = _Step(traced)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _quiet("torch"):
         warnings.simplefilter("ignore")

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from lossgrad_compiler import spec
+from tests.fusion.ce_graphs import CE_MUTATIONS, CeRecipe
 from tests.fusion.graphs import F16, F32, F64, FORMS, LOG_TARGET, SCALES, Recipe
+from tests.fusion.nll_graphs import NllRecipe
 
 FLOATS = (F16, F32, F64)
 # thresholds: powers of two (exact scaling), 1 (no division), others, tiny and large ones
@@ -121,6 +123,41 @@ def recipes(draw: st.DrawFn) -> Recipe:
         mid_cast=draw(st.sampled_from([-1] * 16 + [0, 1, 2])),
         reshape=draw(st.sampled_from([False, False, False, True])),
     )
+
+
+@st.composite
+def ce_recipes(draw: st.DrawFn) -> CeRecipe:
+    """The exporter's cross_entropy backward (tests/fusion/ce_graphs.py): mostly forms the
+    pass can prove (constant scales, finite constant weights, label_smoothing 0), with what
+    it must leave mixed in: input grad_outputs and weights, constants that overflow or hold
+    inf, label smoothing, and the near misses of the log_softmax backward."""
+    classes = draw(st.integers(2, 5))
+    scale = draw(st.sampled_from(["constant"] * 4 + ["rows", "input", "dropped"]))
+    weight = draw(st.sampled_from(["", "", "input", "constant", "constant"]))
+    if scale == "dropped" and not weight:
+        weight = "constant"  # v is the weight alone
+    values = [draw(st.sampled_from([0.5, 1.0, 2.0, -3.0, 0.0, 0.1])) for _ in range(classes)]
+    if draw(st.integers(0, 4)) == 0:
+        values[draw(st.integers(0, classes - 1))] = draw(
+            st.sampled_from([6e4, 3e38, float("inf"), float("nan")])
+        )
+    dtype = draw(st.sampled_from(["float32", "float32", "float64", "float16"]))
+    mutations = [m for m in CE_MUTATIONS if m != "no_cast_back" or dtype == "float16"]
+    mutation = draw(st.sampled_from([""] * 8 + mutations))
+    batch = classes if mutation == "keepdims0" else draw(st.integers(1, 4))
+    nll = NllRecipe(
+        rank=2,
+        batch=batch,
+        classes=classes,
+        dtype=dtype,
+        scale=scale,
+        scale_value=draw(st.sampled_from([1.0, 0.25, -1.5, 3.5, 3e38, 1e-45])),
+        weight=weight,
+        weight_values=tuple(values),
+        ignore_index=draw(st.sampled_from([-100, -1, 0, classes - 1])),
+        dynamic=mutation != "keepdims0" and draw(st.booleans()),
+    )
+    return CeRecipe(nll, mutation)
 
 
 SMOOTH_L1, KL, KL_TARGET = (

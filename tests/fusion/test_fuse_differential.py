@@ -20,7 +20,11 @@ Three sources of graphs, each perturbed:
   an input grad_output, per row, the 4-D mean's 1/count), weights (absent, an input, a
   constant holding inf now and then), ignore_index (-100, -1, a class) and the near misses;
   fed targets that mix classes, ignore_index and negative classes, and checked exactly
-  (nll_graphs.check_exact: the fused node must give every element of the graph).
+  (nll_graphs.check_exact: the fused node must give every element of the graph);
+* the exporter's cross_entropy backward written by hand (tests/fusion/ce_graphs.py, drawn by
+  strategies.ce_recipes): the nll term's knobs on 2-D input, label smoothing and the near
+  misses of the log_softmax backward; checked exactly under the ReferenceEvaluator and
+  within another exp's ulps in ONNX Runtime (ce_graphs.check_ce).
 
 Every graph is fed random values mixed with NaN, infinities, signed zeros, subnormals,
 values near overflow and exp's overflow and underflow edges, and the fused model runs under
@@ -30,8 +34,8 @@ model, native kernels; now and then without them, the standard ONNX function bod
 original runs under the ReferenceEvaluator (its meaning) and ONNX Runtime.
 
 The budget: LOSSGRAD_FUZZ_EXAMPLES graphs of hand-written forms (default 1000), a third as
-many inline graphs, a twenty-fifth as many exported steps and a twentieth as many nll_loss
-graphs."""
+many inline graphs, a twenty-fifth as many exported steps, a twentieth as many nll_loss
+graphs and a fiftieth as many cross_entropy graphs."""
 
 from __future__ import annotations
 
@@ -51,12 +55,16 @@ from lossgrad_compiler import spec
 from lossgrad_compiler.driver import compile_model
 from lossgrad_compiler.fusion import fuse
 from lossgrad_compiler.fusion.family_forms import ALL_FORMS
+from tests.fusion.ce_graphs import build as build_ce
+from tests.fusion.ce_graphs import check_ce
+from tests.fusion.ce_graphs import feeds as ce_feeds
 from tests.fusion.contract import Subject, check_fusion, wrong_compute_types
 from tests.fusion.graphs import Recipe, build, feeds, np_type, special_values
 from tests.fusion.nll_graphs import MUTATIONS, NllRecipe, check_exact, check_schemas
 from tests.fusion.nll_graphs import build as build_nll
 from tests.fusion.nll_graphs import feeds as nll_feeds
 from tests.fusion.strategies import (
+    ce_recipes,
     colliding_branch,
     nudge_constant,
     read_intermediate,
@@ -332,4 +340,25 @@ def test_nll_loss_graphs_keep_every_element(recipe: NllRecipe, seed: int) -> Non
     rng = np.random.default_rng(seed)
     for batch in (None, 3) if recipe.dynamic else (None,):
         problems = check_exact(model, fused, nll_feeds(recipe, rng, batch=batch))
+        assert not problems, "\n".join([*report.lines(), *problems])
+
+
+# --------------------------------------------------------------------------- cross_entropy
+
+
+@settings(max_examples=max(1, EXAMPLES // 50), **SETTINGS)
+@given(recipe=ce_recipes(), seed=st.integers(0, 2**32 - 1))
+def test_cross_entropy_graphs_keep_every_element(recipe: Any, seed: int) -> None:
+    model = build_ce(recipe)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fused, report = fuse(model)
+    event(f"fused: {', '.join(f.op_type for f in report.fused) or 'nothing'}")
+    if report.left:
+        event(f"left: {report.left[0].reason.split(':')[0][:60]}")
+    check_schemas(fused)  # the ai.lossgrad v5 schema
+    rng = np.random.default_rng(seed)
+    for batch in (None, 3) if recipe.nll.dynamic else (None,):
+        inputs = ce_feeds(recipe, rng, batch=batch)
+        problems = check_ce(recipe, model, fused, inputs, recipe.nll.dtype)
         assert not problems, "\n".join([*report.lines(), *problems])

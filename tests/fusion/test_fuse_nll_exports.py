@@ -1,4 +1,6 @@
-"""Real exports of F.nll_loss after F.log_softmax (PyTorch 2.13, onnxscript 0.7.2) through
+"""Real exports of F.nll_loss (after F.log_softmax for 1-D and 4-D input; 2-D input is the
+log-probabilities themselves, since the 2-D chain is cross_entropy's, fused whole as
+CrossEntropyLossGrad in test_fuse_ce_exports.py) (PyTorch 2.13, onnxscript 0.7.2) through
 lossgrad_compiler.torch.export_training_step: the decomposition becomes NLLLossBackward or
 NLLLoss2dBackward where fusion/nll.py proves it, the fused model computes exactly the
 exported graph's elements (negative targets and ignore_index included) in every runtime, and
@@ -35,7 +37,9 @@ def _step(reduction: str, ignore_index: int, weight: str, seed_input: bool) -> A
 
     def loss(x: Any, t: Any, w: Any) -> Any:
         x = x.detach().requires_grad_(True)
-        lp = F.log_softmax(x, dim=1 if x.dim() > 1 else 0)
+        # 2-D: x holds the log-probabilities (the gradient after F.log_softmax of 2-D input
+        # is cross_entropy's, which becomes CrossEntropyLossGrad: test_fuse_ce_exports.py)
+        lp = x if x.dim() == 2 else F.log_softmax(x, dim=1 if x.dim() > 1 else 0)
         value = F.nll_loss(lp, t, weight=w, reduction=reduction, ignore_index=ignore_index)
         return x, value
 
