@@ -324,9 +324,11 @@ class NllReader:
             return match
         rows = tuple(d for i, d in enumerate(result.shape or ()) if i != class_dim)
         per_row = self._per_row(s, rows, class_dim)
-        if s is None:
+        if s is None:  # v is the weight alone: a seed of 1, folded
             match.constants["grad_output"] = np.asarray(1, dtype)
             reduction = "sum"
+            if len(result.shape or ()) <= 2:
+                match.note = TOTAL_WEIGHT_ONE
         elif per_row is not None and len(result.shape or ()) >= 2:
             if isinstance(per_row, str):
                 match.operands["grad_output"] = per_row

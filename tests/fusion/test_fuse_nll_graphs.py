@@ -139,3 +139,8 @@ def test_report_says_a_one_element_sum_may_be_the_exporters_mean() -> None:
     assert report.lines()[2] == f"    note: {TOTAL_WEIGHT_ONE}"
     _, report = fuse(build(NllRecipe(rank=4, scale="count")))
     assert len(report.lines()) == 2  # a 4-D mean divides by the kept count: no note
+    # v is the weight alone (the seed 1 folded away): the same graph as the exporter's mean
+    weights = (0.5, 1.0, 1.5, 2.0)
+    dropped = NllRecipe(scale="dropped", weight="constant", weight_values=weights)
+    _, report = fuse(build(dropped))
+    assert report.lines()[2] == f"    note: {TOTAL_WEIGHT_ONE}", report.lines()
