@@ -314,6 +314,8 @@ def _nll_loss_backward(v: ClassOperands, checked: spec.CheckedCall) -> np.ndarra
     quotient rounded to the result type first (PyTorch's kernel computes in the result
     type), then the product by w in C, rounded once."""
     c = checked.compute.numpy
+    if v.classes == 0:
+        return np.zeros((*v.t.shape, 0), c)  # no class to write (and no weight to read)
     q = v.g / v.total_weight if v.total_weight is not None else v.g
     q = -round_to(q, checked.result_type.dtype).astype(c)
     value = q if v.weight is None else v.weight[v.safe] * q

@@ -232,3 +232,16 @@ def test_the_2d_operator_takes_only_four_dimensions() -> None:
     inputs = {**_valid(), "self": np.zeros((4, 5), np.float32)}
     with pytest.raises(errors.ClassShapeError, match="must be rank 4 for self"):
         reference.evaluate(NLL2D, inputs, {})
+
+
+def test_no_classes_gives_an_empty_gradient() -> None:
+    """C = 0 with a batch and an (empty) weight: nothing to write and nothing to read; every
+    target is ignored here, since no class exists for it to be."""
+    inputs = {
+        "grad_output": np.zeros((), np.float32),
+        "self": np.zeros((3, 0), np.float32),
+        "target": np.full(3, -100),
+        "total_weight": np.zeros((), np.float32),
+        "weight": np.zeros(0, np.float32),
+    }
+    assert reference.evaluate(NLL, inputs, {}).shape == (3, 0)

@@ -99,37 +99,73 @@ PLACEMENTS_DRIVER = textwrap.dedent(
 
 
 # The classification operators' loop nests: every case of tests/helpers/class_cases.py in
-# float32 and float16, int64 and int32 targets, targets far outside [0, C) (counted, never
-# used as an address) and a weight or target of the wrong size (rejected before any read).
+# float32 and float16, int64 and int32 targets (CrossEntropyLossGrad's float32 results within
+# TIGHT: its exp is cxx/vmath.h's, not numpy's), targets far outside [0, C) (counted, never
+# used as an address, nor as the index of the weight gathered at the target), a weight or
+# target of the wrong size (rejected before any read), label smoothing outside [0, 1] or NaN
+# (rejected when the kernel is created), and no classes at all (rejected before the gather
+# of every row, ignored or not, reads class 0).
 CLASS_DRIVER = textwrap.dedent(
     """
     import sys
     import numpy as np
     from lossgrad_compiler.errors import LossGradError
     import tests.ort.support as support
-    from tests.helpers.class_cases import all_class_cases, make_class_case
+    from tests.helpers.class_cases import CLASS_OP_TYPES, all_class_cases, make_class_case
     from tests.ort.class_support import run_case, run_class
+    from tests.ort.test_ort_classes_native import assert_agrees
 
     support.native_library = lambda: sys.argv[1]
     for case in all_class_cases([np.float32, np.float16]):
-        assert run_case(case).tobytes() == case.expected().tobytes(), case.label
-    for t in ([2**62, -(2**62), 3, 0], [2**31 - 1, -(2**31), -1, 1]):
-        dtype = np.int64 if abs(t[0]) > 2**31 else np.int32
-        case = make_class_case("NLLLossBackward", (4, 3), np.float32, weighted=True,
-                               reduction="sum", targets=np.array(t, dtype), target_dtype=dtype)
+        assert_agrees(run_case(case), case)
+    for op_type in CLASS_OP_TYPES:
+        shape = (4, 3) if op_type != "NLLLoss2dBackward" else (4, 3, 1, 1)
+        for t in ([2**62, -(2**62), 3, 0], [2**31 - 1, -(2**31), -1, 1]):
+            dtype = np.int64 if abs(t[0]) > 2**31 else np.int32
+            for reduction in ("sum", "mean"):
+                case = make_class_case(
+                    op_type, shape, np.float32, weighted=True, reduction=reduction,
+                    targets=np.array(t, dtype).reshape((4,) + shape[2:]), target_dtype=dtype,
+                )
+                try:
+                    run_case(case)
+                    raise AssertionError("no TARGET_RANGE")
+                except Exception as err:
+                    assert "161002" in str(err), str(err)
+    wrong = [
+        ("NLLLoss2dBackward", (2, 3, 2, 2), "weight", np.ones(1, np.float32)),
+        ("NLLLoss2dBackward", (2, 3, 2, 2), "target", np.zeros((2, 1, 2), np.int64)),
+        ("CrossEntropyLossGrad", (5, 4), "weight", np.ones(3, np.float32)),
+        ("CrossEntropyLossGrad", (5, 4), "weight", np.ones(9, np.float32)),
+        ("CrossEntropyLossGrad", (5, 4), "target", np.zeros(2, np.int64)),
+        ("CrossEntropyLossGrad", (5, 4), "target", np.zeros(7, np.int64)),
+    ]
+    for op_type, shape, name, bad in wrong:
+        good = make_class_case(op_type, shape, np.float32, weighted=True)
         try:
-            run_case(case)
-            raise AssertionError("no TARGET_RANGE")
-        except Exception as err:
-            assert "161002" in str(err), str(err)
-    good = make_class_case("NLLLoss2dBackward", (2, 3, 2, 2), np.float32, weighted=True)
-    wrong = {"weight": np.ones(1, np.float32), "target": np.zeros((2, 1, 2), np.int64)}
-    for name, bad in wrong.items():
-        try:
-            run_class(good.op_type, {**good.inputs, name: bad}, good.attrs)
+            run_class(op_type, {**good.inputs, name: bad}, good.attrs)
             raise AssertionError("accepted")
         except Exception as err:
             assert "INVALID_ARGUMENT" in str(err), str(err)
+    good = make_class_case("CrossEntropyLossGrad", (5, 4), np.float32, weighted=True)
+    for ls in (-0.5, 1.5, float("nan")):
+        try:
+            run_class(good.op_type, good.inputs, {**good.attrs, "label_smoothing": ls})
+            raise AssertionError("accepted")
+        except Exception as err:
+            assert "label_smoothing" in str(err), str(err)
+    empty = {
+        "grad_output": np.ones((), np.float32),
+        "self": np.zeros((3, 0), np.float32),
+        "target": np.full(3, -100, np.int64),
+        "weight": np.ones(0, np.float32),
+    }
+    for ls in (0.0, 0.25):
+        try:
+            run_class(good.op_type, empty, {"label_smoothing": ls})
+            raise AssertionError("accepted")
+        except Exception as err:
+            assert "C >= 1" in str(err), str(err)
     print("driver done")
     """
 )

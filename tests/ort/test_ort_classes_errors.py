@@ -44,24 +44,27 @@ def test_target_out_of_range(op_type: str, target_dtype: Any) -> None:
     assert native_message(op_type, inputs, case.attrs) == str(raised.value)
 
 
+@pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
 @pytest.mark.parametrize(
     "targets", [[2**62, -(2**62), 3, 0], [2**31 - 1, -(2**31), -1, 1]], ids=["huge", "int32"]
 )
-def test_any_target_value_is_counted_not_used(targets: list[int]) -> None:
-    """Values far outside [0, C) address nothing: they are counted, and the count is the
-    message's."""
+def test_any_target_value_is_counted_not_used(op_type: str, targets: list[int]) -> None:
+    """Values far outside [0, C) address nothing (neither the weight gathered at the target
+    nor self): they are counted, and the count is the message's."""
     t = np.array(targets, np.int64 if abs(targets[0]) > 2**31 else np.int32)
+    shape = (4, 3) if 2 in spec.operator(op_type).class_ranks else (4, 3, 1, 1)
     inputs = {
         "grad_output": np.ones((), np.float32),
-        "self": np.zeros((4, 3), np.float32),
-        "target": t,
+        "self": np.zeros(shape, np.float32),
+        "target": t.reshape((4, *shape[2:])),
         "total_weight": np.ones((), np.float32),
         "weight": np.ones(3, np.float32),
     }
-    attrs = {"reduction": "sum", "ignore_index": -100}
-    with pytest.raises(LossGradError) as raised:
-        reference.evaluate("NLLLossBackward", inputs, attrs)
-    assert native_message("NLLLossBackward", inputs, attrs) == str(raised.value)
+    inputs = {n: a for n, a in inputs.items() if n in spec.operator(op_type).input_names}
+    for attrs in ({"reduction": "sum", "ignore_index": -100}, {"reduction": "mean"}):
+        with pytest.raises(LossGradError) as raised:
+            reference.evaluate(op_type, inputs, attrs)
+        assert native_message(op_type, inputs, attrs) == str(raised.value)
 
 
 def test_ignored_targets_are_not_out_of_range() -> None:
@@ -71,7 +74,7 @@ def test_ignored_targets_are_not_out_of_range() -> None:
 
 
 def _inputs(op_type: str, **changes: np.ndarray | None) -> dict[str, np.ndarray]:
-    shape = (3, 4) if op_type == "NLLLossBackward" else (2, 3, 2, 2)
+    shape = {"NLLLoss2dBackward": (2, 3, 2, 2)}.get(op_type, (3, 4))
     case = make_class_case(op_type, shape, np.float32, weighted=True, reduction="sum")
     inputs = dict(case.inputs)
     for name, value in changes.items():
@@ -113,6 +116,26 @@ BAD_CALLS: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("total_weight_half", "NLLLoss2dBackward", {"total_weight": np.ones((), np.float16)}, {}),
     ("grad_output_int", "NLLLossBackward", {"grad_output": np.ones((), np.int32)}, {}),
     ("rank9_weight", "NLLLossBackward", {"weight": np.ones((1,) * 9, F32)}, {}),
+    ("ce_self_rank1", "CrossEntropyLossGrad", {"self": np.zeros(4, F32)}, {}),
+    (
+        "ce_self_rank3",
+        "CrossEntropyLossGrad",
+        {"self": np.zeros((3, 4, 1), F32), "target": np.zeros((3, 1), np.int64)},
+        {},
+    ),
+    ("ce_target_shape", "CrossEntropyLossGrad", {"target": np.zeros(4, np.int64)}, {}),
+    ("ce_target_rank", "CrossEntropyLossGrad", {"target": np.zeros((3, 1), np.int64)}, {}),
+    ("ce_weight_size", "CrossEntropyLossGrad", {"weight": np.ones(5, F32)}, {}),
+    ("ce_weight_rank", "CrossEntropyLossGrad", {"weight": np.ones((1, 4), F32)}, {}),
+    (
+        "ce_grad_output_none",
+        "CrossEntropyLossGrad",
+        {"grad_output": np.ones(2, F32)},
+        {"reduction": "none"},
+    ),
+    ("ce_grad_output_mean", "CrossEntropyLossGrad", {"grad_output": np.ones(3, F32)}, {}),
+    ("ce_target_float", "CrossEntropyLossGrad", {"target": np.zeros(3, F32)}, {}),
+    ("ce_weight_half", "CrossEntropyLossGrad", {"weight": np.ones(4, np.float16)}, {}),
 ]
 
 
@@ -133,17 +156,30 @@ def test_process_goes_on_after_errors() -> None:
     assert run_case(good).tobytes() == good.expected().tobytes()
 
 
-ATTRIBUTES: list[tuple[str, dict[str, Any]]] = [
-    ("ignore_index_float", {"reduction": "sum", "ignore_index": 1.5}),
-    ("ignore_index_string", {"ignore_index": "one"}),
-    ("reduction_batchmean", {"reduction": "batchmean"}),
-    ("unknown_beta", {"beta": 0.5}),
-    ("respelled", {"ignoreIndex": 3}),
+ATTRIBUTES: list[tuple[str, str, dict[str, Any]]] = [
+    ("ignore_index_float", "NLLLossBackward", {"reduction": "sum", "ignore_index": 1.5}),
+    ("ignore_index_string", "NLLLossBackward", {"ignore_index": "one"}),
+    ("reduction_batchmean", "NLLLossBackward", {"reduction": "batchmean"}),
+    ("unknown_beta", "NLLLossBackward", {"beta": 0.5}),
+    ("respelled", "NLLLossBackward", {"ignoreIndex": 3}),
+    ("nll_label_smoothing", "NLLLossBackward", {"label_smoothing": 0.1}),
+    ("ls_negative", "CrossEntropyLossGrad", {"label_smoothing": -0.25}),
+    ("ls_negative_tiny", "CrossEntropyLossGrad", {"label_smoothing": -1e-45}),
+    ("ls_above_one", "CrossEntropyLossGrad", {"label_smoothing": 1.0000001}),
+    ("ls_nan", "CrossEntropyLossGrad", {"label_smoothing": float("nan")}),
+    ("ls_inf", "CrossEntropyLossGrad", {"label_smoothing": float("inf")}),
+    ("ls_int", "CrossEntropyLossGrad", {"label_smoothing": 1}),
+    ("ls_string", "CrossEntropyLossGrad", {"label_smoothing": "0.1"}),
+    ("ce_reduction", "CrossEntropyLossGrad", {"reduction": "batchmean"}),
+    ("ce_unknown_log_target", "CrossEntropyLossGrad", {"log_target": 1}),
+    ("ce_respelled", "CrossEntropyLossGrad", {"labelSmoothing": 0.1}),
 ]
 
 
-@pytest.mark.parametrize("name,attrs", ATTRIBUTES, ids=[a[0] for a in ATTRIBUTES])
-def test_bad_attributes_give_the_compilers_message(name: str, attrs: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name,op_type,attrs", ATTRIBUTES, ids=[a[0] for a in ATTRIBUTES])
+def test_bad_attributes_give_the_compilers_message(
+    name: str, op_type: str, attrs: dict[str, Any]
+) -> None:
     """Attributes are read when ORT creates the kernel, in the compiler's order."""
     from onnx import helper
 
@@ -151,10 +187,10 @@ def test_bad_attributes_give_the_compilers_message(name: str, attrs: dict[str, A
 
     protos = [helper.make_attribute(k, v) for k, v in attrs.items()]
     with pytest.raises(LossGradError) as expected:
-        attributes_from_protos("NLLLossBackward", protos)
-    inputs = _inputs("NLLLossBackward")
+        attributes_from_protos(op_type, protos)
+    inputs = _inputs(op_type)
     with pytest.raises(Exception) as raised:
-        run_class("NLLLossBackward", inputs, attrs)
+        run_class(op_type, inputs, attrs)
     assert str(expected.value) in str(raised.value)
 
 

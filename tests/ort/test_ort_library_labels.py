@@ -94,8 +94,8 @@ NEST_LABEL = re.compile(r"^// (nest_\w+) serves (.*)\ninline void \1\(", re.MULT
 
 def test_every_loop_nest_is_labelled_and_called_by_its_operator(source: str) -> None:
     """The classification operators' variants (one per float type, target type, reduction,
-    weight given, self rank) say what they serve, and exactly their operator's compute
-    function calls each."""
+    weight given, self rank, and form of each float attribute: "= minimum", "> minimum") say
+    what they serve, and exactly their operator's compute function calls each."""
     nests = dict(NEST_LABEL.findall(source))
     defined = re.findall(r"^inline void (nest_\w+)\(", source, re.MULTILINE)
     assert defined and set(defined) == set(nests)
@@ -109,4 +109,6 @@ def test_every_loop_nest_is_labelled_and_called_by_its_operator(source: str) -> 
         assert f"{{ {name}(c, counts); ran = true; }}" in body, name
     for op, count in per_op.items():
         rows = len(spec.FLOAT_TYPES) * len(spec.INDEX_TYPES) * 3 * 2
-        assert count == rows * len(spec.CLASS_OPERATORS[op].class_ranks), op
+        floats = [a for a in spec.CLASS_OPERATORS[op].attributes if a.kind is spec.AttrKind.FLOAT]
+        forms = 2 ** len(floats)
+        assert count == rows * len(spec.CLASS_OPERATORS[op].class_ranks) * forms, op

@@ -15,7 +15,13 @@ from lossgrad_compiler.backends.cxx_messages import (
     input_messages,
     message,
 )
-from lossgrad_compiler.backends.ort.class_variants import class_variants, reduction_attribute
+from lossgrad_compiler.backends.ort.class_variants import (
+    ClassVariant,
+    class_variants,
+    float_attributes,
+    reduction_attribute,
+)
+from lossgrad_compiler.backends.ort.cxx_text import cxx_float_literal
 from lossgrad_compiler.backends.ort.glue_printer import attrs_struct_name
 
 _NAMES = {name: i for i, name in enumerate(("grad_output", "self", "target", "total_weight"))}
@@ -119,6 +125,7 @@ def print_class_glue(op: spec.OperatorSpec, nests: dict[str, str]) -> str:
         "  const lossgrad_shapes::Dims& x = in[kSelf].dims;",
         f"  if (!({ranks})) return invalid({shape}(x, {cxx_string_literal(expected_ranks)}, x));",
         "  const size_t cd = " + _class_dim(op) + ";",
+        *_min_classes(op, shape),
         "  lossgrad_shapes::Dims rows;",
         "  for (size_t k = 0; k < x.rank; ++k) if (k != cd) rows.extent[rows.rank++] = x[k];",
         f"  const bool per_element = a.reduction == {none_index} && x.rank >= 2;",
@@ -169,6 +176,10 @@ def print_class_glue(op: spec.OperatorSpec, nests: dict[str, str]) -> str:
         "    ++k;",
         "  }",
         "  c.ignore_index = a.ignore_index;",
+        *(
+            f"  c.{cxx_identifier(f.name)} = a.{cxx_identifier(f.name)};"
+            for f in float_attributes(op)
+        ),
         "  int64_t counts[1] = {0};",
         "  bool ran = false;",
     ]
@@ -183,6 +194,7 @@ def print_class_glue(op: spec.OperatorSpec, nests: dict[str, str]) -> str:
                 f"a.reduction == {v.reduction}",
                 f"{'' if v.weight else '!'}in[{weight_k}].present",
                 f"x.rank == {v.rank}",
+                *_float_forms(v),
             ]
         )
         lines.append(f"  if (!ran && {condition}) {{ {v.name}(c, counts); ran = true; }}")
@@ -196,6 +208,29 @@ def print_class_glue(op: spec.OperatorSpec, nests: dict[str, str]) -> str:
         "}",
     ]
     return "".join(m.cxx_function() for m in texts.values()) + "\n".join(lines) + "\n"
+
+
+def _min_classes(op: spec.OperatorSpec, shape: str) -> list[str]:
+    """spec.check_class_shapes' fewest classes, right after self's rank: a gather at an
+    invalid row reads class 0 (nest_printer.py), so C = 0 never reaches a kernel."""
+    if not op.min_classes:
+        return []
+    return [
+        f"  if (x[cd] < {op.min_classes}) return invalid({shape}(x, "
+        f'"C >= {op.min_classes} along dimension " + std::to_string(cd), x));'
+    ]
+
+
+def _float_forms(v: ClassVariant) -> list[str]:
+    """The test for each float attribute's form, as level 2 and the reference judge it: the
+    value in the compute type above the minimum, or not."""
+    compute = spec.compute_type(v.element).cxx
+    tests = []
+    for attribute, above in zip(float_attributes(v.op), v.above, strict=True):
+        minimum = cxx_float_literal(float(attribute.minimum or 0.0), compute)
+        test = f"static_cast<{compute}>(a.{cxx_identifier(attribute.name)}) > {minimum}"
+        tests.append(test if above else f"!({test})")
+    return tests
 
 
 def _class_dim(op: spec.OperatorSpec) -> str:

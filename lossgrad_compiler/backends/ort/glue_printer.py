@@ -1,5 +1,5 @@
 """Per-operator C++ glue, generated from spec.py: attribute reading and checks (defaults,
-choices, minimum, messages), the run-time shape checks in spec.validate's order, and the
+choices, minimum and maximum, messages), the run-time shape checks in spec.validate's order, and the
 dispatch from (attribute classes, shape pattern) to a printed variant."""
 
 from __future__ import annotations
@@ -155,12 +155,15 @@ def print_attribute_reader(op: spec.OperatorSpec) -> str:
             fields.append(f"  double {field};  // the value, widened exactly")
             minimum = attribute.minimum if attribute.minimum is not None else float("-inf")
             below = "<=" if attribute.exclusive else "<"  # the values spec rejects
+            outside = f"x {below} {cxx_float_literal(minimum, 'double')}"
+            if attribute.maximum is not None:
+                outside += f" || x > {cxx_float_literal(attribute.maximum, 'double')}"
             values.append(
                 f"  if ({read}.type == AttrType::kAbsent) {{\n"
                 f"    a->{field} = {cxx_float_literal(float(attribute.default), 'double')};\n"
                 f"  }} else {{\n"
                 f"    const double x = static_cast<double>({read}.f);\n"
-                f"    if (std::isnan(x) || x {below} {cxx_float_literal(minimum, 'double')})\n"
+                f"    if (std::isnan(x) || {outside})  // not spec's in_range\n"
                 f"      return invalid({value_message}(x));\n"
                 f"    a->{field} = x;\n  }}\n"
             )

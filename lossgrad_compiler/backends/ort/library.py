@@ -34,7 +34,7 @@ from lossgrad_compiler.backends.ort.glue_printer import (
     print_registration,
     print_shape_checks,
 )
-from lossgrad_compiler.backends.ort.nest_printer import NEST_PRELUDE, print_nest_function
+from lossgrad_compiler.backends.ort.nest_printer import nest_prelude, print_nest_function
 from lossgrad_compiler.backends.ort.variants import (
     LoweredVariant,
     class_label,
@@ -195,7 +195,7 @@ def library_source(module: ModuleOp) -> str:
         + print_nest_function(lowered_nests[v.name], v.name)
         for v in all_class_variants()
     }
-    parts += [NEST_PRELUDE, class_type_names()]
+    parts += [nest_prelude(), class_type_names()]
     parts += list(nests.values())
     extra = []
     for op in spec.CLASS_OPERATORS.values():

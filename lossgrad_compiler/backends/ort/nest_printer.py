@@ -12,9 +12,18 @@ bodies only compare a target with the class position (docs/level2.md), so no ker
 or writes outside its buffers whatever the target holds. `func.return`'s first result is the
 output; every further one (a check's count) is stored in `counts`.
 
+Reductions (Level2Function.reductions) are generics like any other: each sums, in row-major
+order from 0 as level 2 and the reference do, into a 0-d local (a `tensor.empty` of rank 0),
+before the main generic, which reads the local through its map to `()`, so at depth 0. A
+gather (`tensor.extract %w[%i]` of a function argument captured by a body) is a load
+`w[i]` computed where its index is (the row loop, for an index from the target); the
+verifier proves 0 <= i < size for a size of at least 1 (an invalid row reads class 0), which
+the glue checks first (spec's min_classes: class_glue.py).
+
 The variants are lowered in the run-time-parameter form: the parameter `%ignore_index`
 (level2.PARAMETER_IGNORE_INDEX) is the node's value, which the glue passes as
-`NestCall::ignore_index`."""
+`NestCall::ignore_index`, and a float attribute's parameter (f64, named after it) is
+`NestCall::<attribute>`, the node's value widened exactly."""
 
 from __future__ import annotations
 
@@ -25,21 +34,37 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp
 from xdsl.ir import BlockArgument, SSAValue
 
-from lossgrad_compiler import level2
+from lossgrad_compiler import level2, spec
+from lossgrad_compiler.backends.cxx import cxx_identifier
+from lossgrad_compiler.backends.ort.class_variants import float_attributes
 from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.scalar_ops import ScalarPrinter
 
-NEST_PRELUDE = """\
-// The arguments of a loop-nest kernel (backends/ort/nest_printer.py): the function's
-// arguments in order, the output, the run-time integer attribute.
-struct NestCall {
-  const void* data[kNumOperands] = {};
-  lossgrad_shapes::Dims dims[kNumOperands];
-  void* out = nullptr;
-  int64_t ignore_index = 0;
-};
-"""
+
+def float_parameters() -> tuple[str, ...]:
+    """The float attributes of the classification operators: NestCall's double fields."""
+    names = (a.name for op in spec.CLASS_OPERATORS.values() for a in float_attributes(op))
+    return tuple(dict.fromkeys(names))
+
+
+def nest_prelude() -> str:
+    """NestCall, the arguments of a loop-nest kernel."""
+    floats = "".join(
+        f"  double {cxx_identifier(n)} = 0;  // the attribute, widened exactly\n"
+        for n in float_parameters()
+    )
+    return (
+        "// The arguments of a loop-nest kernel (backends/ort/nest_printer.py): the function's\n"
+        "// arguments in order, the output, the run-time attributes.\n"
+        "struct NestCall {\n"
+        "  const void* data[kNumOperands] = {};\n"
+        "  lossgrad_shapes::Dims dims[kNumOperands];\n"
+        "  void* out = nullptr;\n"
+        "  int64_t ignore_index = 0;\n"
+        f"{floats}"
+        "};\n"
+    )
 
 
 @dataclass
@@ -60,7 +85,13 @@ class _NestPrinter:
         self.scalars = ScalarPrinter()
         self.buffers: dict[SSAValue, _Buffer] = {}
         self.lines: list[str] = []
-        self.generics = {g.op: g for g in (fn.main, *(c.generic for c in fn.checks))}
+        generics = (
+            *(r.generic for r in fn.reductions),
+            fn.main,
+            *(c.generic for c in fn.checks),
+        )
+        self.generics = {g.op: g for g in generics}
+        self.gathered = {v for g in generics for v in g.captured if isinstance(v.type, TensorType)}
         self.locals = 0
 
     def print(self, name: str) -> str:
@@ -78,15 +109,28 @@ class _NestPrinter:
     def _bind_argument(self, k: int, arg: BlockArgument) -> None:
         t = arg.type
         if not isinstance(t, TensorType):
-            if self.fn.parameters.get(level2.PARAMETER_IGNORE_INDEX) is not arg:
-                raise OrtBackendError(
-                    f"@{self.fn.name}: a loop nest takes no run-time parameter but ignore_index"
-                )
-            self.scalars.bind(arg, f"static_cast<{cxx_type(t)}>(c.ignore_index)")
+            self.scalars.bind(arg, self._parameter(arg))
             return
         element = cxx_type(t.element_type)
         dims = [f"c.dims[{k}][{j}]" if d < 0 else str(d) for j, d in enumerate(t.get_shape())]
-        self.buffers[arg] = _Buffer(f"static_cast<const {element}*>(c.data[{k}])", element, dims)
+        pointer = f"static_cast<const {element}*>(c.data[{k}])"
+        self.buffers[arg] = _Buffer(pointer, element, dims)
+        if arg in self.gathered:
+            if len(dims) != 1:
+                raise OrtBackendError(f"@{self.fn.name}: a gather from a tensor of rank != 1")
+            self.scalars.bind(arg, pointer)  # tensor.extract's rule indexes it (scalar_ops.py)
+
+    def _parameter(self, arg: BlockArgument) -> str:
+        """The C++ of a run-time parameter: a NestCall field the glue fills."""
+        for name, value in self.fn.parameters.items():
+            if value is not arg:
+                continue
+            if name == level2.PARAMETER_IGNORE_INDEX or name in float_parameters():
+                return f"static_cast<{cxx_type(arg.type)}>(c.{cxx_identifier(name)})"
+        raise OrtBackendError(
+            f"@{self.fn.name}: a loop nest takes no run-time parameter but ignore_index and "
+            f"{', '.join(float_parameters())}"
+        )
 
     def _emit(self, line: str, depth: int = 0) -> None:
         self.lines.append("  " * depth + line)

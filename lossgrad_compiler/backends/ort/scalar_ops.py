@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Operation, SSAValue
@@ -29,7 +29,7 @@ class CxxScalarOps(CxxFloatArithmetic):
     """The level-2 scalar and count ops as C++ expressions of the kernel library."""
 
     BACKEND = "ORT C++"
-    REQUIRED = level2.SCALAR_OPS | level2.COUNT_OPS | level2.CLASS_OPS
+    REQUIRED = level2.SCALAR_OPS | level2.COUNT_OPS | level2.CLASS_OPS | level2.GATHER_OPS
 
     @level2.rule(math.ExpOp)
     def exp(self, op: Operation, a: Sequence[str]) -> str:
@@ -89,6 +89,11 @@ class CxxScalarOps(CxxFloatArithmetic):
     @level2.rule(arith.UIToFPOp)
     def uitofp(self, op: Operation, a: Sequence[str]) -> str:
         return f"static_cast<{cxx_type(op.results[0].type)}>(static_cast<uint64_t>({a[0]}))"
+
+    @level2.rule(tensor.ExtractOp)
+    def extract(self, op: Operation, a: Sequence[str]) -> str:
+        # a gather: the tensor is bound to a pointer (nest_printer.py), the index is safe
+        return f"{a[0]}[{a[1]}]"
 
     @level2.rule(arith.ConstantOp)
     def constant(self, op: arith.ConstantOp, a: Sequence[str]) -> str:
