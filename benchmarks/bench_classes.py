@@ -1,17 +1,21 @@
 """The classification operators' native kernels against PyTorch eager, IREE on the same
 level 2, and a triad moving the same bytes, at a language-model shape and a small one.
 
-    .venv/bin/python benchmarks/bench_classes.py [--quick] [--ops NLLLossBackward] [--threads 1]
+    .venv/bin/python benchmarks/bench_classes.py [--quick] [--ops CrossEntropyLossGrad]
+        [--threads 1] [--label-smoothing 0.1]
 
 Per cell (operator, [N, C], element type): the runners take turns (alternating, each turn a
 burst whose first call is not counted, as bench_ort_native.best_times does), and each
 ratio is the median over the rounds of that round's ratio, so that a drift of the machine
 meets every runner alike. The native runner is the kernel library in an ONNX Runtime
 session (a single-node model with symbolic dims, the node unnamed, as exporters write it);
-PyTorch's is `torch.ops.aten.nll_loss_backward`, the kernel autograd runs for F.nll_loss's
-backward (given the forward's total weight); IREE's is the same level 2 compiled for
+PyTorch's is its eager backward: for NLL `torch.ops.aten.nll_loss_backward`, the kernel
+autograd runs for F.nll_loss's backward (given the forward's total weight), for
+CrossEntropyLossGrad autograd's backward of F.cross_entropy on a recorded graph (the
+log-probabilities saved, the forward not timed); IREE's is the same level 2 compiled for
 llvm-cpu (local-task). The triad a[i] = b[i] + s*c[i] on float32 moves the bytes the
-operator must move (its result written, target, weight and the one-element inputs read).
+operator must move (its result written and every input its formula reads: NLL never reads
+self, cross entropy does).
 """
 
 from __future__ import annotations
@@ -48,52 +52,60 @@ Runner = Callable[[], object]
 
 
 def make_inputs(op: str, shape: tuple[int, int], dtype: np.dtype) -> dict[str, np.ndarray]:
-    """A mean call with a weight and some ignored rows, every array on a cache line."""
+    """A mean call with a weight and some ignored rows, every array on a cache line; cross
+    entropy's self is log-probabilities."""
     rng = np.random.default_rng(0)
     n, c = shape
     target = rng.integers(0, c, n)
     target[::7] = -100
     weight = rng.uniform(0.5, 1.5, c)
     kept = target[target != -100]
-    arrays = {
-        "grad_output": np.array(1.0),
-        "self": rng.standard_normal(shape),
-        "target": target,
-        "total_weight": np.array(weight[kept].sum()),
-        "weight": weight,
-    }
+    x = rng.standard_normal(shape)
+    arrays = {"grad_output": np.array(1.0), "self": x, "target": target}
+    if "total_weight" in spec.operator(op).input_names:
+        arrays["total_weight"] = np.array(weight[kept].sum())
+    else:
+        arrays["self"] = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+    arrays["weight"] = weight
     return {
         k: on_lines(v.astype(np.int64 if k == "target" else dtype)) for k, v in arrays.items()
     }
 
 
-def model(op: str, dtype: np.dtype) -> bytes:
-    t = spec.float_type(dtype)
+def attributes(op: str, label_smoothing: float) -> dict[str, object]:
+    names = {a.name for a in spec.operator(op).attributes}
+    smoothing = {"label_smoothing": label_smoothing} if "label_smoothing" in names else {}
+    return {"reduction": "mean", **smoothing}
+
+
+def model(op: str, inputs: dict[str, np.ndarray], attrs: dict[str, object]) -> bytes:
+    t = spec.float_type(inputs["self"].dtype)
     assert t is not None
-    inputs = [
-        ("go", t.name, ()),
-        ("x", t.name, ("N", "C")),
-        ("t", "int64", ("N",)),
-        ("tw", t.name, ()),
-        ("w", t.name, ("C",)),
+    shapes = {"grad_output": (), "self": ("N", "C"), "target": ("N",), "total_weight": ()}
+    declared = [
+        (NAMES[k], "int64" if k == "target" else t.name, shapes.get(k, ("C",))) for k in inputs
     ]
-    node = lo.make_node(op, ["go", "x", "t", "tw", "w"], "out", name="")
-    graph = lo.make_graph([node], inputs, ["out"], name="bench")
+    node = lo.make_node(op, [NAMES[k] for k in inputs], "out", name="", **attrs)
+    graph = lo.make_graph([node], declared, ["out"], name="bench")
     return lo.make_model(graph).SerializeToString()
 
 
-def native_runner(op: str, inputs: dict[str, np.ndarray], threads: int) -> Runner:
+def native_runner(
+    op: str, inputs: dict[str, np.ndarray], attrs: dict[str, object], threads: int
+) -> Runner:
     so = session_options(native_library(), intra_op_num_threads=threads, inter_op_num_threads=1)
-    sess = pinned_session(model(op, inputs["self"].dtype), so, threads)
+    sess = pinned_session(model(op, inputs, attrs), so, threads)
     binding = sess.io_binding()
-    for key, name in NAMES.items():
-        binding.bind_ortvalue_input(name, to_ort_value(inputs[key]))
+    for key, value in inputs.items():
+        binding.bind_ortvalue_input(NAMES[key], to_ort_value(value))
     out = on_lines(np.empty_like(inputs["self"]))
     binding.bind_ortvalue_output("out", to_ort_value(out))
     return lambda: sess.run_with_iobinding(binding)
 
 
-def torch_runner(inputs: dict[str, np.ndarray], threads: int) -> Runner | None:
+def torch_runner(
+    op: str, inputs: dict[str, np.ndarray], attrs: dict[str, object], threads: int
+) -> Runner | None:
     try:
         import torch
     except ImportError:
@@ -107,6 +119,8 @@ def torch_runner(inputs: dict[str, np.ndarray], threads: int) -> Runner | None:
 
     args = {k: tensor(v) for k, v in inputs.items()}
     mean = 1  # at::Reduction::Mean
+    if op == spec.CROSS_ENTROPY_LOSS_GRAD.name:
+        return cross_entropy_backward(args, float(attrs["label_smoothing"]))  # type: ignore[arg-type]
 
     def run() -> object:
         return torch.ops.aten.nll_loss_backward(
@@ -117,7 +131,29 @@ def torch_runner(inputs: dict[str, np.ndarray], threads: int) -> Runner | None:
     return run
 
 
-def iree_runner(op: str, inputs: dict[str, np.ndarray], threads: int) -> Runner | None:
+def cross_entropy_backward(args: dict[str, object], label_smoothing: float) -> Runner:
+    """Autograd's backward of F.cross_entropy on a recorded graph: the logits are the
+    log-probabilities themselves (log_softmax of a log_softmax is itself), and the graph
+    keeps the log_softmax output that the backward reads."""
+    import torch
+    import torch.nn.functional as F
+
+    logits = args["self"].clone().requires_grad_(True)  # type: ignore[attr-defined]
+    loss = F.cross_entropy(
+        logits, args["target"], weight=args["weight"], ignore_index=-100,  # type: ignore[arg-type]
+        label_smoothing=label_smoothing,
+    )  # fmt: skip
+    seed = args["grad_output"]
+
+    def run() -> object:
+        return torch.autograd.grad(loss, logits, seed, retain_graph=True)
+
+    return run
+
+
+def iree_runner(
+    op: str, inputs: dict[str, np.ndarray], attrs: dict[str, object], threads: int
+) -> Runner | None:
     config = iree_config(threads)
     if config is None:
         return None
@@ -128,7 +164,7 @@ def iree_runner(op: str, inputs: dict[str, np.ndarray], threads: int) -> Runner 
     from lossgrad_compiler.frontend.signature import signature_of
 
     infos = {k: spec.TensorInfo(v.dtype, v.shape) for k, v in inputs.items()}
-    sig = signature_of(spec.validate(op, infos, {"reduction": "mean"}))
+    sig = signature_of(spec.validate(op, infos, attrs))
     context = rt.SystemContext(config=config)
     path = compile_module(lower_signatures([sig]))
     context.add_vm_module(rt.VmModule.mmap(config.vm_instance, str(path)))  # type: ignore[attr-defined]
@@ -138,9 +174,12 @@ def iree_runner(op: str, inputs: dict[str, np.ndarray], threads: int) -> Runner 
     return lambda: function(*args)
 
 
-def moved_bytes(inputs: dict[str, np.ndarray]) -> int:
-    """What the operator must move: its result written and every input but self read."""
-    return inputs["self"].nbytes + sum(v.nbytes for k, v in inputs.items() if k != "self")
+def moved_bytes(op: str, inputs: dict[str, np.ndarray]) -> int:
+    """What the operator must move: its result written and every input its formula reads
+    (NLL's never reads self)."""
+    reads_self = "total_weight" not in spec.operator(op).input_names
+    read = sum(v.nbytes for k, v in inputs.items() if k != "self" or reads_self)
+    return inputs["self"].nbytes + read
 
 
 def measure(runners: dict[str, Runner], rounds: int) -> dict[str, list[float]]:
@@ -158,17 +197,25 @@ def median_ratio(times: dict[str, list[float]], over: str, of: str = "native") -
     return statistics.median(a / b for a, b in zip(times[over], times[of], strict=True))
 
 
-def cell_row(op: str, shape: tuple[int, int], dtype: np.dtype, threads: int, rounds: int) -> str:
+def cell_row(
+    op: str,
+    shape: tuple[int, int],
+    dtype: np.dtype,
+    threads: int,
+    rounds: int,
+    label_smoothing: float = 0.0,
+) -> str:
     """One cell's row of the table."""
     inputs = make_inputs(op, shape, dtype)
-    runners: dict[str, Runner] = {"native": native_runner(op, inputs, threads)}
+    attrs = attributes(op, label_smoothing)
+    runners: dict[str, Runner] = {"native": native_runner(op, inputs, attrs, threads)}
     for name, found in (
-        ("torch", torch_runner(inputs, threads)),
-        ("iree", iree_runner(op, inputs, threads)),
+        ("torch", torch_runner(op, inputs, attrs, threads)),
+        ("iree", iree_runner(op, inputs, attrs, threads)),
     ):
         if found is not None:
             runners[name] = found
-    runners["triad"] = triad_runner(moved_bytes(inputs) // 12 + 1, threads)
+    runners["triad"] = triad_runner(moved_bytes(op, inputs) // 12 + 1, threads)
     times = measure(runners, rounds)
     ms = {n: f"{statistics.median(t) * 1e3:.3f}" for n, t in times.items()}
     ratios = {n: f"{median_ratio(times, n):.2f}" for n in times}
@@ -179,8 +226,9 @@ def cell_row(op: str, shape: tuple[int, int], dtype: np.dtype, threads: int, rou
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", nargs="*", default=list(spec.CLASS_OPERATORS)[:1])
+    parser.add_argument("--ops", nargs="*", default=[spec.CROSS_ENTROPY_LOSS_GRAD.name])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--label-smoothing", type=float, default=0.0)
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     args = parser.parse_args()
     rounds = 5 if args.quick else 15
@@ -193,7 +241,8 @@ def main() -> None:
     for op in args.ops:
         for shape in SHAPES:
             for dtype in DTYPES:
-                print(cell_row(op, shape, dtype, args.threads, rounds), flush=True)
+                row = cell_row(op, shape, dtype, args.threads, rounds, args.label_smoothing)
+                print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,11 @@ from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
 from lossgrad_compiler.backends.ort.scalar_ops import ScalarPrinter
 
+HALF_STRUCTS = ("float16", "bfloat16")
+"""cxx/half.h's half types: structs of one uint16_t `bits`. A loop that stores one through
+the output pointer does not vectorise with g++ 12 ("more than one data ref"); storing its
+bits as a uint16_t does (the same bytes)."""
+
 
 def float_parameters() -> tuple[str, ...]:
     """The float attributes of the classification operators: NestCall's double fields."""
@@ -240,7 +245,11 @@ class _NestPrinter:
             value = self.scalars.name(g.value)
         self._flush_scalars(depth, start)
         del self.scalars.lines[start:]
-        self._emit(f"{out.pointer}[{out_offset}] = {value};", depth)
+        if out.element in HALF_STRUCTS:  # a struct store through c.out stops g++ vectorising
+            store = f"reinterpret_cast<uint16_t*>({out.pointer})[{out_offset}] = {value}.bits;"
+        else:
+            store = f"{out.pointer}[{out_offset}] = {value};"
+        self._emit(store, depth)
         for _ in range(g.loops):
             depth -= 1
             self._emit("}", depth)
