@@ -2,7 +2,9 @@
 
 A student classifier is distilled from a teacher (KL divergence on log-probabilities) and
 trained on its labels (the negative log-likelihood of its log-probabilities, with a weight
-per class and an "unlabelled" class that is ignored), a learnable class prior is fitted to
+per class and an "unlabelled" class that is ignored; and a cross-entropy head on the same
+log-probabilities, the gradient with respect to the logits, with the same weights and
+ignored class and a label smoothing of 0.1), a learnable class prior is fitted to
 the student's predictions (KL with respect to the target), a box-regression head is trained
 with a smooth L1 loss, a multi-label tag head with binary cross entropy on logits (one
 positive weight per tag, no per-element weight), and a value head with a mean squared
@@ -17,6 +19,8 @@ float32, float16 and bfloat16.
     tags_bce      BinaryCrossEntropyWithLogitsBackward  mean        pos_weight     float32[N,5]
     value_mse     MseLossBackward                       mean                       float32[N,1]
     cls_nll       NLLLossBackward                       mean        weight, ii=3   float32[N,10]
+    cls_ce        CrossEntropyLossGrad                  mean        weight, ii=3,  float32[N,10]
+                                                                    ls=0.1
 
 `training_step_model()` puts standard nodes around the same nodes (LogSoftmax and a Cast
 before them, Mul, Sum and a Cast after them), as a whole training graph would.
@@ -58,11 +62,12 @@ INPUTS: tuple[tuple[str, str, tuple[str | int, ...]], ...] = (
     ("labels", "int64", (BATCH,)),  # class indices, UNLABELLED where a sample has none
     ("cls_total_weight", "float32", ()),  # the forward's sum of the kept samples' weights
     ("class_weight", "float32", (CLASSES,)),
+    ("grad_ce", "float32", ()),
 )
 
 
 def example_model() -> ModelProto:
-    """The six-node model; graph outputs get their types and shapes from the schemas."""
+    """The seven-node model; graph outputs get their types and shapes from the schemas."""
     nodes = [
         lo.make_node(
             "KlDivBackward",
@@ -110,6 +115,15 @@ def example_model() -> ModelProto:
             reduction="mean",
             ignore_index=UNLABELLED,
         ),
+        lo.make_node(
+            "CrossEntropyLossGrad",
+            ["grad_ce", "student_logp", "labels", "class_weight"],
+            "grad_student_logits_ce",
+            name="cls_ce",
+            reduction="mean",
+            ignore_index=UNLABELLED,
+            label_smoothing=0.1,
+        ),
     ]
     graph = lo.make_graph(nodes, INPUTS, list(OUTPUTS), name="loss_gradients")
     return lo.make_model(graph, doc="lossgrad_compiler example: loss gradients of a training step")
@@ -122,6 +136,7 @@ OUTPUTS = (
     "grad_tag_logits",
     "grad_value_pred",
     "grad_student_logp_cls",
+    "grad_student_logits_ce",
 )
 
 
@@ -155,6 +170,7 @@ def example_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
         "labels": labels.astype(np.int64),
         "cls_total_weight": np.array(class_weight[kept].sum(dtype=np.float32), np.float32),
         "class_weight": class_weight,
+        "grad_ce": np.array(1.0, np.float32),
     }
 
 
