@@ -127,14 +127,16 @@ def _runner_cases() -> list[ClassCase]:
 
 @pytest.mark.parametrize("case", _runner_cases(), ids=lambda c: c.label)
 def test_the_scheduled_kernels_match_the_reference(case: ClassCase) -> None:
-    """Bit for bit, but CrossEntropyLossGrad in float32: its exp is the runner's (its libm
-    may differ from numpy's by an ulp; a half type rounds that away) and its sums add in
-    the schedule's tile order, so it is TIGHT (4 ulps, 1 per summed term) there."""
+    """Bit for bit, but CrossEntropyLossGrad: its exp is the runner's (its libm may differ
+    from numpy's by an ulp) and its sums add in the schedule's tile order, so it is TIGHT
+    (4 ulps, 1 per summed term, and 1 ulp of a half result). A half type rounds those ulps
+    away nearly always, not always: 6x5 float16, sum, weighted, ls 0.25 differed in the
+    clean-clone run."""
     needs_cpu_runner()
     got = runner.evaluate(*case.call)
     wanted = case.expected()
     assert got.dtype == wanted.dtype and got.shape == wanted.shape
-    if case.op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name and wanted.dtype == F32:
+    if case.op_type == spec.CROSS_ENTROPY_LOSS_GRAD.name:
         assert_matches(got, wanted, *case.call, tolerance=TIGHT, context=case.label)
         return
     assert (bits(got) == bits(wanted)).all(), f"{case.label}: not bit-identical"

@@ -176,7 +176,8 @@ def test_the_lowered_function_carries_the_validated_divisor() -> None:
             site.signature.op,
         )
         assert level2.read_divisor(function.function) is want
-        scaled = None if want is spec.Divisor.TOTAL_WEIGHT else want  # an input, not a scale
+        computed = (spec.Divisor.TOTAL_WEIGHT, spec.Divisor.KEPT_WEIGHT)
+        scaled = None if want in computed else want  # an input or a reduction, not a scale
         assert (function.scale.divisor if function.scale else None) is scaled
 
 
