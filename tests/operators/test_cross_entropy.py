@@ -33,13 +33,16 @@ DTYPES = [np.dtype(t.numpy) for t in spec.FLOAT_TYPES]
 HALVES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
-def assert_matches_autograd(inputs: dict[str, np.ndarray], attrs: dict[str, Any]) -> None:
+def assert_matches_autograd(
+    inputs: dict[str, np.ndarray], attrs: dict[str, Any], *, exact: bool = True
+) -> None:
+    """Bit for bit where the module doc says so (`exact`), else within ORACLE."""
     fed, want = torch_oracle.cross_entropy_autograd(inputs, attrs)
     got = reference.evaluate(CE, fed, attrs)
     dtype = got.dtype
     smoothed = float(attrs.get("label_smoothing", 0.0)) > 0
     weighted_mean = "weight" in inputs and attrs.get("reduction", "mean") == "mean"
-    if dtype in HALVES and not smoothed and not weighted_mean:
+    if exact and dtype in HALVES and not smoothed and not weighted_mean:
         assert (bits(got) == bits(want)).all(), f"{attrs}: {got} != {want}"
         return
     magnitude, n_terms = term_magnitude(CE, fed, attrs)
@@ -94,7 +97,8 @@ def test_random_calls_match_autograd(
 ) -> None:
     """Hypothesis over shapes, ignore_index (inside, below and above [0, C)), weights,
     label smoothing (as float32, what an ONNX attribute holds) and types; targets drawn from
-    [0, C) and ignore_index."""
+    [0, C) and ignore_index. Within ORACLE: two libms' float32 exp may round a half result
+    to neighbouring values on some random input (the fixed cases above hold the bits)."""
     label_smoothing = float(np.float32(label_smoothing))
     rng = np.random.default_rng(seed)
     targets = rng.choice([*range(classes), ignore_index], size=batch)
@@ -102,7 +106,7 @@ def test_random_calls_match_autograd(
         CE, (batch, classes), dtype, reduction=reduction, ignore_index=ignore_index,
         weighted=weighted, seed=seed, targets=targets, label_smoothing=label_smoothing,
     )  # fmt: skip
-    assert_matches_autograd(case.inputs, case.attrs)
+    assert_matches_autograd(case.inputs, case.attrs, exact=False)
 
 
 def _call(
