@@ -218,13 +218,14 @@ class ClassLowering:
         return gather
 
     def scalars(self, classes: SSAValue) -> tuple[SSAValue | None, SSAValue | None]:
-        """(label_smoothing, C), both in C and from above; (None, None) where it is 0."""
-        value = float(self.checked.attrs.get("label_smoothing", 0.0))
+        """(label_smoothing, C), both in C and from above; (None, None) where it is 0 in C
+        (as the reference and the run-time parameters judge it)."""
+        value = float(self.compute.dtype.type(self.checked.attrs.get("label_smoothing", 0.0)))
         if value == 0.0:
             return None, None
         given = self.parameters.get("label_smoothing")
         if given is None:
-            ls = self.outer.constant(float(self.compute.dtype.type(value)), self.compute_type)
+            ls = self.outer.constant(value, self.compute_type)
         elif given.type != self.compute_type:
             ls = self.outer.cast(arith.TruncFOp, given, self.compute_type)
         else:

@@ -345,7 +345,8 @@ def cross_entropy_reductions(checked: spec.CheckedCall) -> tuple[ClassReduction,
     found = []
     if checked.divisor is spec.Divisor.KEPT_WEIGHT:
         found.append(KEPT_WEIGHT)
-    if float(checked.attrs["label_smoothing"]) > 0.0 and "weight" in checked.present:
+    smoothing = float(checked.compute.dtype.type(checked.attrs["label_smoothing"]))
+    if smoothing > 0.0 and "weight" in checked.present:
         found.append(CLASS_WEIGHT)
     return tuple(found)
 

@@ -128,3 +128,19 @@ def test_the_runtime_parameter_form_reads_ignore_index_from_its_argument(op_type
         grad, count = run_function(module, "f", *inputs_in_order(case), *parameters)
         assert (bits(grad) == bits(case.expected())).all(), case.label
         assert int(count) == 0
+
+
+def test_a_label_smoothing_that_is_0_in_the_compute_type_is_no_smoothing() -> None:
+    """1e-50 rounds to 0 in float32: the lowering has no smoothing term, as the reference and
+    the run-time parameters judge it; an infinite g then gives the unsmoothed row."""
+    case = make_class_case(
+        "CrossEntropyLossGrad", (3, 4), np.float32, reduction="none", weighted=True,
+        label_smoothing=1e-50, grad_output_shape=(3,),
+    )  # fmt: skip
+    inputs = {**case.inputs, "grad_output": np.array([np.inf, 1.0, -np.inf], np.float32)}
+    case = ClassCase(case.op_type, inputs, case.attrs, case.label, case.checked)
+    grad, _ = run_lowered(case, dynamic=False)
+    assert (bits(grad) == bits(case.expected())).all()
+    module = class_case_module(case, dynamic=False)
+    LowerLossgradPass().apply(make_context(), module)
+    assert "lossgrad.reductions" not in str(module)
