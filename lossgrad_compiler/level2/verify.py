@@ -124,11 +124,10 @@ def _verify_gather(op: tensor.ExtractOp, body: Block, where: str) -> None:
         "a gather reads a rank-1 tensor from above the body at index_cast(select(%c, %t, 0)), "
         "%c the andi of (%t sge 0) and (%t slt n), n at most the tensor's size"
     )
-    inside = source.owner.parent_block() is body if isinstance(source.owner, Operation) else (
-        source.owner is body  # type: ignore[comparison-overlap]
-    )
+    owner = source.owner
+    defined_in = owner if isinstance(owner, Block) else owner.parent_block()
     if (
-        inside
+        defined_in is body
         or not isinstance(source_type, TensorType)
         or len(source_type.get_shape()) != 1
         or len(op.indices) != 1

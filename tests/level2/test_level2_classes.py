@@ -187,3 +187,20 @@ def test_a_reduction_not_filled_with_zero_is_rejected() -> None:
 def test_an_unknown_reduction_name_is_rejected() -> None:
     text = ce_text().replace('"kept_weight", "class_weight"]', '"kept_weight", "row_sum"]')
     rejected(text, "lossgrad.reductions")
+
+
+def test_a_gather_from_a_tensor_of_the_body_is_rejected() -> None:
+    """The gathered tensor comes from above the body (the weight argument), not from inside
+    it (checked with tensor.empty admitted as a body op, which level 2 has none of)."""
+    from xdsl.dialects import tensor
+
+    module = parse_module(ce_text())
+    function = module.ops.first
+    generic = next(o for o in function.walk() if o.name == "linalg.generic")
+    extract = next(o for o in generic.walk() if isinstance(o, tensor.ExtractOp))
+    body = generic.body.block
+    inner = tensor.EmptyOp([], extract.tensor.type)
+    body.insert_op_before(inner, extract)
+    extract.operands = [inner.tensor, *extract.indices]
+    with pytest.raises(level2.Level2ContractError, match="a gather reads"):
+        level2.verify_level2(module, level2.BODY_OPS | {tensor.EmptyOp})
