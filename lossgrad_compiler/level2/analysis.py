@@ -532,9 +532,7 @@ def _check(
     arguments: Sequence[BlockArgument],
 ) -> Level2Check:
     """A check generic: reads function inputs only, counts into a 0-d i64 it returns."""
-    generic = analyze_generic(op)
-    by_argument = dict(zip(arguments, names, strict=True))
-    inputs = [by_argument.get(i.value) for i in generic.inputs]  # type: ignore[call-overload]
+    generic, inputs = _reading(op, names, arguments)
     if (
         returned != op.results[0]
         or generic.output.element != spec.INT64
@@ -547,6 +545,17 @@ def _check(
     return Level2Check(rule, generic, index, tuple(n for n in inputs if n is not None))
 
 
+def _reading(
+    op: GenericOp, names: Sequence[str], arguments: Sequence[BlockArgument]
+) -> tuple[Level2Generic, list[str | None]]:
+    """A side generic (a check, a reduction) and, per input, the operator input it reads
+    (None: not a function argument)."""
+    generic = analyze_generic(op)
+    by_argument = dict(zip(arguments, names, strict=True))
+    inputs = [by_argument.get(i.value) for i in generic.inputs]  # type: ignore[call-overload]
+    return generic, inputs
+
+
 def _reduction(
     name: str,
     op: GenericOp,
@@ -555,9 +564,7 @@ def _reduction(
     arguments: Sequence[BlockArgument],
 ) -> Level2Reduction:
     """A reduction generic: sums one function input into a 0-d tensor of a float type."""
-    generic = analyze_generic(op)
-    by_argument = dict(zip(arguments, names, strict=True))
-    inputs = [by_argument.get(i.value) for i in generic.inputs]  # type: ignore[call-overload]
+    generic, inputs = _reading(op, names, arguments)
     if (
         len(inputs) != 1
         or inputs[0] is None
