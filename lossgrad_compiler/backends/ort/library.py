@@ -44,7 +44,15 @@ from lossgrad_compiler.backends.ort.variants import (
     parameter_arguments,
 )
 
-RUNTIME_HEADERS = ("half.h", "vmath.h", "messages.h", "stream.h", "iteration.h", "glue.h")
+RUNTIME_HEADERS = (
+    "half.h",
+    "vmath.h",
+    "messages.h",
+    "stream.h",
+    "lanes.h",
+    "iteration.h",
+    "glue.h",
+)
 RANK0_BITS = {"full": 0, "self0": 1, "target0": 2, "both0": 3, "sum": 0}
 
 _PRELUDE = """\

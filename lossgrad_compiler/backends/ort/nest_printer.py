@@ -39,6 +39,7 @@ from lossgrad_compiler.backends.cxx import cxx_identifier
 from lossgrad_compiler.backends.ort.class_variants import float_attributes
 from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 from lossgrad_compiler.backends.ort.errors import OrtBackendError
+from lossgrad_compiler.backends.ort.lane_printer import LaneLoad, LaneStore, lane_loop
 from lossgrad_compiler.backends.ort.scalar_ops import ScalarPrinter
 
 HALF_STRUCTS = ("float16", "bfloat16")
@@ -221,8 +222,22 @@ class _NestPrinter:
         levels = _levels(g)
         out, out_offset = buffers[-1], offsets[-1]
         self.scalars.bind(g.output.block_arg, f"{out.pointer}[{out_offset}]")
+        stream_at = len(self.lines)
+        lanes = None
         for depth in range(g.loops + 1):
-            if depth:
+            if depth and depth == g.loops:
+                loop = depth - 1
+                lanes = self._lanes(g, levels, buffers, offsets)
+                if lanes is None:
+                    self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
+                else:
+                    self._emit(f"int64_t i{loop} = 0;", depth)
+                    self._emit("#if defined(LOSSGRAD_VECTOR_LOG)", depth)
+                    for line in lanes:
+                        self._emit(line, depth)
+                    self._emit("#endif", depth)
+                    self._emit(f"for (; i{loop} < n{loop}; ++i{loop}) {{", depth)
+            elif depth:
                 loop = depth - 1
                 self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
             inputs = zip(g.inputs, buffers[:-1], strict=True)
@@ -253,8 +268,72 @@ class _NestPrinter:
         for _ in range(g.loops):
             depth -= 1
             self._emit("}", depth)
+        if lanes is not None:
+            self.lines[stream_at:stream_at] = self._stream_flag(g, buffers)
+            self._emit("#if defined(LOSSGRAD_VECTOR_LOG)")
+            self._emit("  if (stream) stream_fence();")
+            self._emit("#endif")
         self._emit("}")
         self.buffers[op.results[0]] = out
+
+    def _lanes(
+        self,
+        g: level2.Level2Generic,
+        levels: dict[SSAValue, int],
+        buffers: list[_Buffer],
+        offsets: list[str],
+    ) -> list[str] | None:
+        """The innermost loop's 16-lane loop (lane_printer.py), or None where it has none."""
+        loop = g.loops - 1
+        operands = [*g.inputs, g.output]
+        if (
+            g.accumulation is not None
+            or not all(
+                _contiguous_along(o.index_map, loop)
+                for o in operands
+                if levels[o.block_arg] == g.loops and o is not g.output
+            )
+            or not _contiguous_along(g.output.index_map, loop)
+        ):
+            return None
+        loads = [
+            LaneLoad(o.block_arg, b.pointer, b.element, offset)
+            for o, b, offset in zip(g.inputs, buffers, offsets, strict=False)
+            if levels[o.block_arg] == g.loops
+        ]
+        store = LaneStore(buffers[-1].pointer, buffers[-1].element, offsets[-1], g.value)
+        ops = [o for o in g.body_ops if levels[o.results[0]] == g.loops]
+        if any(g.output.block_arg in o.operands for o in ops):
+            return None
+
+        def row(value: SSAValue) -> str | None:
+            if levels.get(value, 0) >= g.loops:
+                return None
+            return self.scalars.names.get(value)
+
+        return lane_loop(loop, ops, loads, store, row)
+
+    def _stream_flag(self, g: level2.Level2Generic, buffers: list[_Buffer]) -> list[str]:
+        """`stream`: whether this call's lane loop writes past the cache (cxx/lanes.h)."""
+
+        def size(b: _Buffer) -> str:
+            return f"static_cast<int64_t>(sizeof({b.element}))" + "".join(
+                f" * static_cast<int64_t>({d})" for d in b.dims
+            )
+
+        out = buffers[-1]
+        moved = " + ".join(size(b) for b in buffers)
+        strides = [
+            f"s{len(buffers) - 1}_{j} * static_cast<int64_t>(sizeof({out.element}))"
+            for j, loop in enumerate(g.output.index_map)
+            if loop is not None and loop != g.loops - 1
+        ]
+        return [
+            "#if defined(LOSSGRAD_VECTOR_LOG)",
+            f"  const bool stream = lanes::streams({out.pointer}, {size(out)}, {moved}, "
+            f"{{{', '.join(strides)}}});",
+            "#endif",
+        ]
 
     def _return(self, op: func.ReturnOp) -> None:
         for k, value in enumerate(op.arguments):
@@ -264,6 +343,12 @@ class _NestPrinter:
                     raise OrtBackendError(f"@{self.fn.name}: the result is not the output")
                 continue
             self._emit(f"counts[{k - 1}] = *{buffer.pointer};")
+
+
+def _contiguous_along(index_map: tuple[int | None, ...], loop: int) -> bool:
+    """Whether an operand read by `loop` steps one element per step of it: the loop indexes
+    its last dimension and no other."""
+    return bool(index_map) and index_map[-1] == loop and index_map.count(loop) == 1
 
 
 def _levels(g: level2.Level2Generic) -> dict[SSAValue, int]:
