@@ -1,14 +1,16 @@
 """The loop nests' 16-lane loops (backends/ort/lane_printer.py, cxx/lanes.h): the rows of a
-classification kernel run 16 classes at a time and the scalar loop finishes them, so the
-results are the scalar loop's bits. A process with $LOSSGRAD_ORT_NEST_LANES=0 runs every row
-in the scalar loop alone, and one with $LOSSGRAD_ORT_STREAM_ABOVE=0 streams the lane stores
-of every call whose rows lie on 64-byte boundaries; both must give this process's bits.
+classification kernel run 16 classes at a time, the last partial step masked, and the results
+are the scalar loop's bits. A process with $LOSSGRAD_ORT_NEST_LANES=0 runs every row in the
+scalar loop alone (as a build without AVX-512 does), and one with
+$LOSSGRAD_ORT_STREAM_ABOVE=0 streams the lane stores of every call whose rows lie on 64-byte
+boundaries; both must give this process's bits.
 
-The class counts give one lane step (16), two and a scalar tail (37) and rows of whole lines
-for every type (64); the targets fall in the first step, on its last lane, in the tail,
-beyond the row and on ignore_index; log_prob holds NaN, infinities, signed zeros and values
-whose exp overflows, underflows or is subnormal. The grid's small classes (C <= 7) never
-reach the lanes, so the reference is checked here at these sizes too."""
+The class counts give a partial step alone (10), one whole step (16), two and a partial one
+(37) and rows of whole lines for every type (64); the targets fall in the first step, on its
+last lane, in the last step, on the row's last class and on ignore_index; log_prob holds NaN,
+infinities, signed zeros and values whose exp overflows, underflows or is subnormal. The
+grid's small classes (C <= 7) take one masked step, so the reference is checked here at these
+sizes too."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from tests.ort.test_ort_classes_native import assert_agrees
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = (spec.CROSS_ENTROPY_LOSS_GRAD.name, spec.NLL_LOSS_BACKWARD.name)
-CLASSES = (16, 37, 64)
+CLASSES = (10, 16, 37, 64)
 DTYPES = (np.float16, "bfloat16", np.float32, np.float64)
 SPECIALS = np.array(
     [np.nan, np.inf, -np.inf, 0.0, -0.0, 89.5, -104.5, -90.0, -87.5, 1e-30, -1e-30, 3.0]
@@ -133,7 +135,7 @@ def test_every_float_and_half_kernel_has_its_lanes() -> None:
         assert rank is not None, name
         lanes_expected = name.startswith(("nest_CrossEntropyLossGrad", "nest_NLLLossBackward"))
         if lanes_expected and rank[1] == "2":
-            assert ("lanes_of_row" in body) == ("float64" not in name), name
+            assert ("lanes::enabled()" in body) == ("float64" not in name), name
         for generic in re.findall(r"\n  \{\n(.*?)\n  \}\n", body, re.S):
             if re.search(r"plocal\d+\[0\] = ", generic):
-                assert "lanes_of_row" not in generic, name
+                assert "lanes::enabled()" not in generic, name

@@ -115,18 +115,26 @@ class _LanePrinter:
         for op in ops:
             self.values[op.results[0]] = self._op(op)
         stored = self._stored(store)
-        i = f"i{self.loop}"
-        body = [f"  {line}" for line in self.lines]
+        i, n = f"i{self.loop}", f"n{self.loop}"
+        body = [f"    {line}" for line in self.lines]
+        full = "std::false_type{}, 0"
         return [
             "if (lanes::enabled()) {",
-            "  const auto lanes_of_row = [&](auto streamed) {",
-            f"    for (; {i} + lanes::kLanes <= n{self.loop}; {i} += lanes::kLanes) {{",
-            *(f"    {line}" for line in body),
-            f"      lanes::store<decltype(streamed)::value>({stored});",
-            "    }",
+            "  const auto step = [&](auto streamed, auto masked, [[maybe_unused]] __mmask16 m) {",
+            "    constexpr bool kMasked = decltype(masked)::value;",
+            *body,
+            f"    lanes::store<decltype(streamed)::value, kMasked>({stored}, m);",
             "  };",
-            "  if (stream) lanes_of_row(std::true_type{});",
-            "  else lanes_of_row(std::false_type{});",
+            "  if (stream)",
+            f"    for (; {i} + lanes::kLanes <= {n}; {i} += lanes::kLanes) "
+            f"step(std::true_type{{}}, {full});",
+            "  else",
+            f"    for (; {i} + lanes::kLanes <= {n}; {i} += lanes::kLanes) "
+            f"step(std::false_type{{}}, {full});",
+            f"  if ({i} < {n}) {{",
+            f"    step(std::false_type{{}}, std::true_type{{}}, lanes::first({n} - {i}));",
+            f"    {i} = {n};",
+            "  }",
             "}",
         ]
 
@@ -141,7 +149,8 @@ class _LanePrinter:
             raise _NoLanes
         name = f"l{len(self.lines)}"
         self.lines.append(
-            f"[[maybe_unused]] const auto {name} = lanes::load({load.pointer} + ({load.offset}));"
+            f"[[maybe_unused]] const auto {name} = "
+            f"lanes::load<kMasked>({load.pointer} + ({load.offset}), m);"
         )
         self.values[load.value] = Lane(form, name, load.element)
 

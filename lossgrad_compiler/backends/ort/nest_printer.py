@@ -232,7 +232,7 @@ class _NestPrinter:
                     self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
                 else:
                     self._emit(f"int64_t i{loop} = 0;", depth)
-                    self._emit("#if defined(LOSSGRAD_VECTOR_LOG)", depth)
+                    self._emit("#if defined(LOSSGRAD_NEST_LANES)", depth)
                     for line in lanes:
                         self._emit(line, depth)
                     self._emit("#endif", depth)
@@ -270,7 +270,7 @@ class _NestPrinter:
             self._emit("}", depth)
         if lanes is not None:
             self.lines[stream_at:stream_at] = self._stream_flag(g, buffers)
-            self._emit("#if defined(LOSSGRAD_VECTOR_LOG)")
+            self._emit("#if defined(LOSSGRAD_NEST_LANES)")
             self._emit("  if (stream) stream_fence();")
             self._emit("#endif")
         self._emit("}")
@@ -329,7 +329,7 @@ class _NestPrinter:
             if loop is not None and loop != g.loops - 1
         ]
         return [
-            "#if defined(LOSSGRAD_VECTOR_LOG)",
+            "#if defined(LOSSGRAD_NEST_LANES)",
             f"  const bool stream = lanes::streams({out.pointer}, {size(out)}, {moved}, "
             f"{{{', '.join(strides)}}});",
             "#endif",

@@ -14,7 +14,8 @@
 namespace lossgrad {
 namespace lanes {
 
-#if defined(LOSSGRAD_VECTOR_LOG)
+#if defined(LOSSGRAD_VECTOR_LOG) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define LOSSGRAD_NEST_LANES 1  // the printed lane loops are compiled (lane_printer.py)
 constexpr int64_t kLanes = 16;
 
 typedef int32_t maskx16 __attribute__((vector_size(64)));
@@ -29,13 +30,21 @@ inline maskx16 splat(bool flag) { return maskx16{} - static_cast<int32_t>(flag);
 inline floatx16 splat(floatx16 v) { return v; }
 inline maskx16 splat(maskx16 v) { return v; }
 
-inline floatx16 load(const float* p) {
+// kMasked: the row's last, partial step, its first lanes given by `m` (first(n)); the
+// other lanes are neither read nor written (AVX-512's masked moves do not fault on them)
+// and compute on zeros, which no kept lane reads.
+inline __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+template <bool kMasked>
+inline floatx16 load(const float* p, __mmask16 m) {
+  if constexpr (kMasked) return reinterpret_cast<floatx16>(_mm512_maskz_loadu_ps(m, p));
   floatx16 v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-template <class T>
-inline halfx16<T> load(const T* p) {
+template <bool kMasked, class T>
+inline halfx16<T> load(const T* p, __mmask16 m) {
+  if constexpr (kMasked) return {_mm256_maskz_loadu_epi16(m, p)};
   return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))};
 }
 
@@ -51,16 +60,20 @@ inline halfx16<T> narrow(floatx16 v) {
 }
 
 // kStream: a non-temporal store (`p` on a 64-byte boundary for floats, 32 for halves).
-template <bool kStream>
-inline void store(float* p, floatx16 v) {
-  if constexpr (kStream)
+template <bool kStream, bool kMasked>
+inline void store(float* p, floatx16 v, __mmask16 m) {
+  if constexpr (kMasked)
+    _mm512_mask_storeu_ps(p, m, reinterpret_cast<__m512>(v));
+  else if constexpr (kStream)
     _mm512_stream_ps(p, reinterpret_cast<__m512>(v));
   else
     std::memcpy(p, &v, sizeof v);
 }
-template <bool kStream, class T>
-inline void store(T* p, halfx16<T> h) {
-  if constexpr (kStream)
+template <bool kStream, bool kMasked, class T>
+inline void store(T* p, halfx16<T> h, __mmask16 m) {
+  if constexpr (kMasked)
+    _mm256_mask_storeu_epi16(p, m, h.bits);
+  else if constexpr (kStream)
     _mm256_stream_si256(reinterpret_cast<__m256i*>(p), h.bits);
   else
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h.bits);
