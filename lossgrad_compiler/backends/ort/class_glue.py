@@ -176,6 +176,7 @@ def print_class_glue(op: spec.OperatorSpec, nests: dict[str, str]) -> str:
         "    ++k;",
         "  }",
         "  c.ignore_index = a.ignore_index;",
+        "  c.ctx = ctx;",
         *(
             f"  c.{cxx_identifier(f.name)} = a.{cxx_identifier(f.name)};"
             for f in float_attributes(op)
@@ -197,7 +198,9 @@ def print_class_glue(op: spec.OperatorSpec, nests: dict[str, str]) -> str:
                 *_float_forms(v),
             ]
         )
-        lines.append(f"  if (!ran && {condition}) {{ {v.name}(c, counts); ran = true; }}")
+        lines.append(
+            f"  if (!ran && {condition}) {{ LOSSGRAD_TRY({v.name}(c, counts)); ran = true; }}"
+        )
     lines += [
         "  if (!ran) return failure("
         + cxx_string_literal(op.name + ": no kernel variant for this call")

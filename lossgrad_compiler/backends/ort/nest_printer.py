@@ -69,7 +69,28 @@ def nest_prelude() -> str:
         "  void* out = nullptr;\n"
         "  int64_t ignore_index = 0;\n"
         f"{floats}"
+        "  OrtKernelContext* ctx = nullptr;  // the session's intra-op pool (none: this thread)\n"
         "};\n"
+        "\n"
+        "// rows(begin, end) over [0, n) on the intra-op pool in tasks of whole rows (glue.h's\n"
+        "// run_job; a streamed task ends with its own store fence, so it takes more rows).\n"
+        "template <class F>\n"
+        "inline OrtStatus* run_rows(const NestCall& c, int64_t n, int64_t row_elements,\n"
+        "                           bool streamed, const F& rows) {\n"
+        "  Job job;\n"
+        "  job.total = n;\n"
+        "  const int64_t task = streamed ? kStreamChunkElements : kChunkElements;\n"
+        "  job.chunk = std::max<int64_t>(1, task / std::max<int64_t>(1, row_elements));\n"
+        "  job.state = &rows;\n"
+        "  job.range = [](const void* state, int64_t begin, int64_t end) {\n"
+        "    (*static_cast<const F*>(state))(begin, end);\n"
+        "  };\n"
+        "  if (c.ctx == nullptr) {\n"
+        "    rows(0, n);\n"
+        "    return nullptr;\n"
+        "  }\n"
+        "  return run_job(c.ctx, job);\n"
+        "}\n"
     )
 
 
@@ -106,9 +127,9 @@ class _NestPrinter:
             self._bind_argument(k, arg)
         for op in block.ops:
             self._print_op(op)
-        body = "".join(f"  {line}\n" for line in self.lines)
+        body = "".join(f"  {line}\n" for line in [*self.lines, "return nullptr;"])
         return (
-            f"inline void {name}([[maybe_unused]] const NestCall& c, "
+            f"inline OrtStatus* {name}([[maybe_unused]] const NestCall& c, "
             f"[[maybe_unused]] int64_t* counts) {{\n{body}}}\n"
         )
 
@@ -224,6 +245,9 @@ class _NestPrinter:
         self.scalars.bind(g.output.block_arg, f"{out.pointer}[{out_offset}]")
         stream_at = len(self.lines)
         lanes = None
+        # The outermost loop's rows run in parallel where no element depends on another's
+        # (not an accumulation) and the lanes run along an inner loop.
+        parallel = g.accumulation is None and g.loops >= 2
         for depth in range(g.loops + 1):
             if depth and depth == g.loops:
                 loop = depth - 1
@@ -237,6 +261,9 @@ class _NestPrinter:
                         self._emit(line, depth)
                     self._emit("#endif", depth)
                     self._emit(f"for (; i{loop} < n{loop}; ++i{loop}) {{", depth)
+            elif depth == 1 and parallel:
+                self._emit("const auto rows = [&](const int64_t begin, const int64_t end) {", 1)
+                self._emit("for (int64_t i0 = begin; i0 < end; ++i0) {", 1)
             elif depth:
                 loop = depth - 1
                 self._emit(f"for (int64_t i{loop} = 0; i{loop} < n{loop}; ++i{loop}) {{", depth)
@@ -268,11 +295,18 @@ class _NestPrinter:
         for _ in range(g.loops):
             depth -= 1
             self._emit("}", depth)
+        streamed = "false"
         if lanes is not None:
             self.lines[stream_at:stream_at] = self._stream_flag(g, buffers)
-            self._emit("#if defined(LOSSGRAD_NEST_LANES)")
-            self._emit("  if (stream) stream_fence();")
-            self._emit("#endif")
+            streamed = "stream"
+        if parallel:
+            if lanes is not None:
+                self._emit("#if defined(LOSSGRAD_NEST_LANES)", 1)
+                self._emit("  if (stream) stream_fence();  // this task's streamed rows", 1)
+                self._emit("#endif", 1)
+            row = " * ".join(f"n{k}" for k in range(1, g.loops)) or "1"
+            self._emit("};", 1)
+            self._emit(f"LOSSGRAD_TRY(run_rows(c, n0, {row}, {streamed}, rows));", 1)
         self._emit("}")
         self.buffers[op.results[0]] = out
 
@@ -332,6 +366,8 @@ class _NestPrinter:
             "#if defined(LOSSGRAD_NEST_LANES)",
             f"  const bool stream = lanes::streams({out.pointer}, {size(out)}, {moved}, "
             f"{{{', '.join(strides)}}});",
+            "#else",
+            "  const bool stream = false;",
             "#endif",
         ]
 
