@@ -435,6 +435,11 @@ def run_backend(
     return BackendRun(steps, checks, details() if callable(details) else [], tally)
 
 
+def _attribute_text(value: object) -> str:
+    """A FLOAT attribute as the float32 the model holds, shortest (0.1, not 0.10000000149...)."""
+    return str(np.float32(value)) if isinstance(value, float) else str(value)
+
+
 def _check(backend: str, batch: int, node, got, want) -> OutputCheck:
     out = node.output[0]
     expected = want[out]
@@ -445,7 +450,7 @@ def _check(backend: str, batch: int, node, got, want) -> OutputCheck:
         batch=batch,
         node=node.name,
         op=node.op_type,
-        attributes=" ".join(f"{k}={v}" for k, v in attrs.items()),
+        attributes=" ".join(f"{k}={_attribute_text(v)}" for k, v in attrs.items()),
         output=f"{out}: {_tensor_text(expected.dtype, expected.shape)}",
         max_diff=max_diff,
         tolerance=tolerance,

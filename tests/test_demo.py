@@ -138,6 +138,15 @@ def test_every_backend_has_a_right_row_per_node_and_batch(full_run, backend: str
     )
 
 
+def test_float_attributes_show_the_float32_the_model_holds(full_run) -> None:
+    """The classifier head's label smoothing is the float32 0.1: shown as 0.1, not as its
+    widening 0.10000000149011612."""
+    _, out, _ = full_run
+    rows = [r for r in check_table(out) if r[3] == "CrossEntropyLossGrad"]
+    assert rows
+    assert all("label_smoothing=0.1" in r[4].split() for r in rows), rows
+
+
 @pytest.mark.parametrize("step", STEPS)
 def test_every_extra_step_has_its_summary_line(full_run, step: str) -> None:
     _, out, _ = full_run

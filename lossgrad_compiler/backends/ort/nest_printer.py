@@ -27,6 +27,7 @@ The variants are lowered in the run-time-parameter form: the parameter `%ignore_
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, tensor
@@ -262,7 +263,7 @@ class _NestPrinter:
                     self._emit("#endif", depth)
                     self._emit(f"for (; i{loop} < n{loop}; ++i{loop}) {{", depth)
             elif depth == 1 and parallel:
-                self._emit("const auto rows = [&](const int64_t begin, const int64_t end) {", 1)
+                task_at = len(self.lines)
                 self._emit("for (int64_t i0 = begin; i0 < end; ++i0) {", 1)
             elif depth:
                 loop = depth - 1
@@ -295,20 +296,43 @@ class _NestPrinter:
         for _ in range(g.loops):
             depth -= 1
             self._emit("}", depth)
-        streamed = "false"
-        if lanes is not None:
-            self.lines[stream_at:stream_at] = self._stream_flag(g, buffers)
-            streamed = "stream"
+        streamed = "false" if lanes is None else "stream"
         if parallel:
             if lanes is not None:
                 self._emit("#if defined(LOSSGRAD_NEST_LANES)", 1)
                 self._emit("  if (stream) stream_fence();  // this task's streamed rows", 1)
                 self._emit("#endif", 1)
-            row = " * ".join(f"n{k}" for k in range(1, g.loops)) or "1"
-            self._emit("};", 1)
-            self._emit(f"LOSSGRAD_TRY(run_rows(c, n0, {row}, {streamed}, rows));", 1)
+            self._task(task_at, g, streamed)
+        if lanes is not None:  # now that the flag's place is no longer an index into the rest
+            self.lines[stream_at:stream_at] = self._stream_flag(g, buffers)
         self._emit("}")
         self.buffers[op.results[0]] = out
+
+    def _task(self, at: int, g: level2.Level2Generic, streamed: str) -> None:
+        """The row loop printed from `at` on as a task over rows [begin, end) for run_rows.
+        It takes what it reads from the function by value, as parameters: a store through
+        the output may alias anything a pointer reaches (a half result is stored as words),
+        so values read through the closure's references were reloaded at every step."""
+        body = self.lines[at:]
+        used = set(_IDENTIFIER.findall("\n".join(body)))
+        inside = {m[1] for line in body if (m := _DECLARED.match(line))}
+        outside = {m[1] for line in self.lines[:at] if (m := _DECLARED.match(line))}
+        if streamed == "stream":
+            outside.add("stream")
+        names = sorted((used & outside) - inside - {"c"})
+        parameters = "".join(f", [[maybe_unused]] const auto {n}" for n in names)
+        arguments = "".join(f", {n}" for n in names)
+        row = " * ".join(f"n{k}" for k in range(1, g.loops)) or "1"
+        self.lines[at:] = [
+            "  const auto task = [](const int64_t begin, const int64_t end, "
+            f"[[maybe_unused]] const NestCall c{parameters}) {{",
+            *(f"  {line}" for line in body),
+            "  };",
+            "  const auto rows = [&](const int64_t begin, const int64_t end) {",
+            f"    task(begin, end, c{arguments});",
+            "  };",
+            f"  LOSSGRAD_TRY(run_rows(c, n0, {row}, {streamed}, rows));",
+        ]
 
     def _lanes(
         self,
@@ -379,6 +403,14 @@ class _NestPrinter:
                     raise OrtBackendError(f"@{self.fn.name}: the result is not the output")
                 continue
             self._emit(f"counts[{k - 1}] = *{buffer.pointer};")
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+_DECLARED = re.compile(
+    r"^\s*(?:\[\[maybe_unused\]\]\s+)?(?:const\s+)?[A-Za-z_][\w:<>]*\s*\*?\s*(?:const\s+)?"
+    r"([A-Za-z_]\w*)\s*="
+)
+"""A printed declaration `[const] T [*] [const] name = ...`: the name."""
 
 
 def _contiguous_along(index_map: tuple[int | None, ...], loop: int) -> bool:
