@@ -89,7 +89,7 @@ def test_counts_and_operands_have_names(source: str) -> None:
         assert f"constexpr int {constant} = {k};" in source
 
 
-NEST_LABEL = re.compile(r"^// (nest_\w+) serves (.*)\ninline void \1\(", re.MULTILINE)
+NEST_LABEL = re.compile(r"^// (nest_\w+) serves (.*)\ninline OrtStatus\* \1\(", re.MULTILINE)
 
 
 def test_every_loop_nest_is_labelled_and_called_by_its_operator(source: str) -> None:
@@ -97,7 +97,7 @@ def test_every_loop_nest_is_labelled_and_called_by_its_operator(source: str) -> 
     weight given, self rank, and form of each float attribute: "= minimum", "> minimum") say
     what they serve, and exactly their operator's compute function calls each."""
     nests = dict(NEST_LABEL.findall(source))
-    defined = re.findall(r"^inline void (nest_\w+)\(", source, re.MULTILINE)
+    defined = re.findall(r"^inline OrtStatus\* (nest_\w+)\(", source, re.MULTILINE)
     assert defined and set(defined) == set(nests)
     per_op = {op: 0 for op in spec.CLASS_OPERATORS}
     for name, label in nests.items():
@@ -106,7 +106,7 @@ def test_every_loop_nest_is_labelled_and_called_by_its_operator(source: str) -> 
         per_op[op] += 1
         body = source[source.index(f"OrtStatus* compute_{op}(") :]
         body = body[: body.index("\n}\n")]
-        assert f"{{ {name}(c, counts); ran = true; }}" in body, name
+        assert f"{{ LOSSGRAD_TRY({name}(c, counts)); ran = true; }}" in body, name
     for op, count in per_op.items():
         rows = len(spec.FLOAT_TYPES) * len(spec.INDEX_TYPES) * 3 * 2
         floats = [a for a in spec.CLASS_OPERATORS[op].attributes if a.kind is spec.AttrKind.FLOAT]

@@ -93,7 +93,8 @@ def lane_loop(
     row: Callable[[SSAValue], str | None],
 ) -> list[str] | None:
     """The lines of the 16-lane loop over loop `loop` (`i<loop>` advancing by 16 while a
-    whole step fits; the stream flag `stream` chooses the stores), or None. `ops` are the
+    whole step fits, then one masked step; the stream flag `stream` chooses the whole
+    steps' stores), or None. `ops` are the
     body ops computed at this loop's depth, in order; `row(v)` is a value's C++ name where
     the row holds it fixed (None where it varies along the loop)."""
     try:
@@ -112,8 +113,8 @@ class _LanePrinter:
     def print(
         self, ops: Sequence[Operation], loads: Sequence[LaneLoad], store: LaneStore
     ) -> list[str]:
-        for k, load in enumerate(loads):
-            self._load(k, load)
+        for load in loads:
+            self._load(load)
         for op in ops:
             self.values[op.results[0]] = self._op(op)
         stored = self._stored(store)
@@ -142,7 +143,7 @@ class _LanePrinter:
 
     # ------------------------------------------------------------------ operands
 
-    def _load(self, k: int, load: LaneLoad) -> None:
+    def _load(self, load: LaneLoad) -> None:
         if load.element == "float":
             form = Form.FLOATS
         elif load.element in HALF_TYPES:

@@ -1,8 +1,8 @@
 // 16 consecutive elements of a loop nest's innermost loop as one value, for the loop nests
 // (backends/ort/lane_printer.py): the same operations in the same order on each lane as the
-// scalar loop that finishes the row, so the same bits, with exp and log inline (vmath.h's
-// 16-lane forms) where g++'s vectoriser would call their vector variants once per step and
-// spill around each call.
+// scalar loop (which builds without these instruction sets run), so the same bits, with exp
+// and log inline (vmath.h's 16-lane forms) where g++'s vectoriser would call their vector
+// variants once per step and spill around each call.
 //
 // A float is floatx16 (vmath.h); a flag is a mask of 32-bit lanes, -1 or 0, which g++'s
 // vector extension selects on (`mask ? a : b`); a half is its 16 storage words, widened and
@@ -25,10 +25,9 @@ struct halfx16 {
   __m256i bits;
 };
 
+// A row's value on every lane.
 inline floatx16 splat(float v) { return floatx16{} + v; }
 inline maskx16 splat(bool flag) { return maskx16{} - static_cast<int32_t>(flag); }
-inline floatx16 splat(floatx16 v) { return v; }
-inline maskx16 splat(maskx16 v) { return v; }
 
 // kMasked: the row's last, partial step, its first lanes given by `m` (first(n)); the
 // other lanes are neither read nor written (AVX-512's masked moves do not fault on them)
