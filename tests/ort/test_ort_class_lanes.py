@@ -1,7 +1,8 @@
-"""The loop nests' 16-lane loops (backends/ort/lane_printer.py, cxx/lanes.h): the rows of a
-classification kernel run 16 classes at a time, the last partial step masked, and the results
-are the scalar loop's bits. A process with $LOSSGRAD_ORT_NEST_LANES=0 runs every row in the
-scalar loop alone (as a build without AVX-512 does), and one with
+"""The loop nests' lane loops (backends/ort/lane_printer.py, cxx/lanes.h): the rows of a
+classification kernel run 16 classes at a time with AVX-512, 8 with AVX2, the last partial
+step masked, and the results are the scalar loop's bits. A process with
+$LOSSGRAD_ORT_NEST_LANES=0 runs every row in the scalar loop alone (as a build without those
+instruction sets does), and one with
 $LOSSGRAD_ORT_STREAM_ABOVE=0 streams the lane stores of every call whose rows lie on 64-byte
 boundaries; both must give this process's bits.
 

@@ -49,6 +49,20 @@ LOSSGRAD_APPLY(exp_f_scalar, float, lossgrad_expf_scalar)
 #else
 extern "C" __attribute__((visibility("default"))) int vector_log() { return 0; }
 #endif
+#if defined(LOSSGRAD_LANES8)
+extern "C" __attribute__((visibility("default"))) int lanes8() { return 1; }
+#define LOSSGRAD_APPLY8(NAME, F) \\
+  extern "C" __attribute__((visibility("default"))) \\
+  void NAME(const float* x, float* out, int64_t n) { \\
+    for (int64_t i = 0; i + 8 <= n; i += 8) { lossgrad::floatx8 v; std::memcpy(&v, x + i, 32); \\
+      v = F(v); std::memcpy(out + i, &v, 32); } }
+LOSSGRAD_APPLY8(log_f8, lossgrad::log_fma8)
+LOSSGRAD_APPLY8(exp_f8, lossgrad::exp_fma8)
+LOSSGRAD_APPLY(log_f_fma, float, lossgrad::log_fma)
+LOSSGRAD_APPLY(exp_f_fma, float, lossgrad::exp_fma)
+#else
+extern "C" __attribute__((visibility("default"))) int lanes8() { return 0; }
+#endif
 #define LOSSGRAD_NARROW(NAME, T) \\
   extern "C" __attribute__((visibility("default"))) \\
   void NAME(const double* x, uint16_t* out, int64_t n) { \\
@@ -170,6 +184,32 @@ def test_float_vector_variant_gives_the_scalar_bits(
     vector = _apply(vmath, function, x)
     scalar = _apply(vmath, f"{function}_scalar", x)
     assert np.array_equal(vector.view(np.uint32), scalar.view(np.uint32))
+
+
+@pytest.mark.parametrize("function", ["log_f", "exp_f"])
+def test_float_eight_lane_forms_give_the_scalar_bits(
+    vmath: ctypes.CDLL, request: pytest.FixtureRequest, function: str
+) -> None:
+    """A build with AVX2 and FMA but not the 16-lane variants has log and exp on 8 lanes for
+    the loop nests' lane loops (cxx/vmath.h's log_fma8, exp_fma8), and they give the scalar
+    FMA forms' bits for every sample, NaN payloads and signs included (the whole 2^32 was
+    checked once by hand, for each). Other builds have none."""
+    flags = vmath_arch_flags(request.node.callspec.params["vmath"])
+    wanted = {"__AVX2__", "__FMA__"} <= build_macros(flags) and not builds_vector_log(flags)
+    assert bool(vmath.lanes8()) == wanted
+    if not wanted:
+        return
+    x = np.concatenate(
+        [
+            _float_samples(),
+            np.arange(1, 2**23, 97, dtype=np.uint32).view(np.float32),
+            np.linspace(-104.5, 89.5, 1_000_003, dtype=np.float32),  # exp's whole range
+        ]
+    )
+    x = np.concatenate([x, np.zeros(-len(x) % 8, np.float32)])
+    lanes = _apply(vmath, f"{function}8", x)
+    scalar = _apply(vmath, f"{function}_fma", x)
+    assert np.array_equal(lanes.view(np.uint32), scalar.view(np.uint32))
 
 
 def test_float_exp_within_one_ulp(vmath: ctypes.CDLL, request: pytest.FixtureRequest) -> None:

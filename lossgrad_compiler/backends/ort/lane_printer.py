@@ -1,6 +1,7 @@
-"""A loop nest's innermost loop on 16 elements at a time (cxx/lanes.h), the row's last
-partial step masked, where every value the loop computes has a lane form; the scalar loop of
-nest_printer.py remains for builds without AVX-512 (and for $LOSSGRAD_ORT_NEST_LANES=0).
+"""A loop nest's innermost loop on lanes::kLanes elements at a time (cxx/lanes.h: 16 with
+AVX-512, 8 with AVX2), the row's last partial step masked, where every value the loop
+computes has a lane form; the scalar loop of nest_printer.py remains for other builds (and for
+$LOSSGRAD_ORT_NEST_LANES=0).
 Each lane op is the scalar op on each lane (lanes.h), so the bits are those of the scalar
 loop: only the speed changes.
 
@@ -12,10 +13,11 @@ shorter than a vector runs scalar. In lanes CrossEntropyLossGrad at 4096 x 32000
 docs/benchmarks.md, "The classification operators").
 
 The lane form of a value is one of: the row's value (computed above the loop, splatted where
-a lane op reads it), 16 floats, 16 storage words of a half type, a mask of 16 flags, or the
-loop position (never a vector: lanes.h compares it with a row value in 32-bit lanes). A loop
-whose ops, loads or store have no lane form (a double, an integer lane, a gather by the
-position, an accumulation, a non-contiguous operand) stays scalar: `lane_loop` returns None."""
+a lane op reads it), kLanes floats, kLanes storage words of a half type, a mask of kLanes
+flags, or the loop position (never a vector: lanes.h compares it with a row value in 32-bit
+lanes). A loop whose ops, loads or store have no lane form (a double, an integer lane, a
+gather by the position, an accumulation, a non-contiguous operand) stays scalar: `lane_loop`
+returns None."""
 
 from __future__ import annotations
 
@@ -92,7 +94,7 @@ def lane_loop(
     store: LaneStore,
     row: Callable[[SSAValue], str | None],
 ) -> list[str] | None:
-    """The lines of the 16-lane loop over loop `loop` (`i<loop>` advancing by 16 while a
+    """The lines of the lane loop over loop `loop` (`i<loop>` advancing by kLanes while a
     whole step fits, then one masked step; the stream flag `stream` chooses the whole
     steps' stores), or None. `ops` are the
     body ops computed at this loop's depth, in order; `row(v)` is a value's C++ name where
@@ -123,7 +125,7 @@ class _LanePrinter:
         full = "std::false_type{}, 0"
         return [
             "if (lanes::enabled()) {",
-            "  const auto step = [&](auto streamed, auto masked, [[maybe_unused]] __mmask16 m) {",
+            "  const auto step = [&](auto streamed, auto masked, [[maybe_unused]] lanes::Tail m) {",
             "    constexpr bool kMasked = decltype(masked)::value;",
             *body,
             f"    lanes::store<decltype(streamed)::value, kMasked>({stored}, m);",
@@ -276,7 +278,7 @@ class _LanePrinter:
 
 
 def _lane_comparison(op: arith.CmpfOp, a: str, b: str) -> str:
-    """cmpf on 16 lanes: a mask, NaN as the scalar comparison treats it (an unordered
+    """cmpf on lanes: a mask, NaN as the scalar comparison treats it (an unordered
     predicate is the complement of its ordered negation)."""
     predicate = level2.predicate_of(op)
     if predicate.relation is None:

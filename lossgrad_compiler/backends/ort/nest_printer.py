@@ -13,10 +13,11 @@ or writes outside its buffers whatever the target holds. `func.return`'s first r
 output; every further one (a check's count) is stored in `counts`.
 
 Two things speed a generic up without changing a bit. Its innermost loop runs 16 elements
-at a time where every value has a lane form (lane_printer.py), the scalar loop remaining for
-builds without AVX-512. And a generic that is no accumulation runs its outermost loop's rows
-as tasks on the session's intra-op pool (run_rows), each task taking what it reads by value
-(_task); accumulations (the batch sums, the target check) run on one thread, in order.
+(AVX-512) or 8 (AVX2) at a time where every value has a lane form (lane_printer.py), the
+scalar loop remaining for other builds. And a generic that is no accumulation runs its
+outermost loop's rows as tasks on the session's intra-op pool (run_rows), each task taking
+what it reads by value (_task); accumulations (the batch sums, the target check) run on one
+thread, in order.
 
 Reductions (Level2Function.reductions) are generics like any other: each sums, in row-major
 order from 0 as level 2 and the reference do, into a 0-d local (a `tensor.empty` of rank 0),
@@ -347,7 +348,7 @@ class _NestPrinter:
         buffers: list[_Buffer],
         offsets: list[str],
     ) -> list[str] | None:
-        """The innermost loop's 16-lane loop (lane_printer.py), or None where it has none."""
+        """The innermost loop's lane loop (lane_printer.py), or None where it has none."""
         loop = g.loops - 1
         operands = [*g.inputs, g.output]
         if (

@@ -112,6 +112,25 @@ inline __m512 splat<__m512>(float v) {
 }
 inline __m512 fused(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
 #endif
+#if defined(__AVX2__) && !defined(LOSSGRAD_VECTOR_LOG)
+// Without AVX-512: log_fma and exp_fma on 8 lanes (AVX2), for the loop nests' lane loops
+// (cxx/lanes.h). Every operation is the scalar form's, in its order, on each lane (g++'s
+// vector extension: arithmetic, comparisons giving -1 or 0, ?: selecting on them), so every
+// input gives the scalar bits (tests/ort/test_ort_numerics.py checks it).
+#define LOSSGRAD_LANES8 1
+typedef float floatx8 __attribute__((vector_size(32)));
+typedef int32_t int32x8 __attribute__((vector_size(32)));
+typedef uint32_t uint32x8 __attribute__((vector_size(32)));
+template <>
+inline floatx8 splat<floatx8>(float v) {
+  return floatx8{} + v;
+}
+inline floatx8 fused(floatx8 a, floatx8 b, floatx8 c) {
+  return reinterpret_cast<floatx8>(_mm256_fmadd_ps(reinterpret_cast<__m256>(a),
+                                                   reinterpret_cast<__m256>(b),
+                                                   reinterpret_cast<__m256>(c)));
+}
+#endif
 
 // With FMA hardware: k ln2 + log1p(f) from reduce_for_log's f and k, with Cephes' log1p(f) =
 // f - f^2/2 + f^3 P(f), P of degree 8 evaluated by Estrin's scheme, every a*b+c one fused
@@ -161,6 +180,50 @@ inline float exp_fma(float x) {
   const float r = fused(-kf, R::kLn2Lo, fused(-kf, R::kLn2Hi, clamped));
   return scale_exp(x, exp_polynomial(r), kf);
 }
+
+#if defined(LOSSGRAD_LANES8)
+// reduce_for_log, log_from_reduction and log_special, lane by lane.
+inline floatx8 log_fma8(floatx8 x) {
+  using F = floatx8;
+  const auto c = [](float v) { return splat<F>(v); };
+  constexpr uint32_t kHalfSqrt2 = 0x3f3504f3u;
+  const int32x8 subnormal = x < c(std::numeric_limits<float>::min());
+  const F scaled = subnormal ? x * c(0x1p25f) : x;
+  const uint32x8 shifted = reinterpret_cast<uint32x8>(scaled) - kHalfSqrt2;
+  const int32x8 k = (reinterpret_cast<int32x8>(shifted) >> 23) - (subnormal & 25);
+  const F m = reinterpret_cast<F>((shifted & 0x007fffffu) + kHalfSqrt2);
+  F r = log_from_reduction(m - c(1.0f), __builtin_convertvector(k, F));
+  const F inf = c(std::numeric_limits<float>::infinity());
+  r = x == c(0.0f) ? -inf : r;
+  r = x < c(0.0f) ? c(-std::numeric_limits<float>::quiet_NaN()) : r;
+  r = x == inf ? inf : r;
+  return x != x ? x + x : r;
+}
+
+// exp_fma lane by lane, scale_exp's two factors included. std::max(x, lo) is
+// (x < lo) ? lo : x, which is maxps(lo, x) (the second operand where either is NaN), and
+// std::min(y, hi) is (hi < y) ? hi : y, minps(hi, y); fnmadd(kf, a, b) is fma(-kf, a, b) bit
+// for bit (the negation is exact). One instruction each instead of a compare and a blend, or
+// a negation and an FMA.
+inline floatx8 exp_fma8(floatx8 x) {
+  using R = ExpReduction;
+  using F = floatx8;
+  const auto c = [](float v) { return _mm256_set1_ps(v); };
+  const __m256 clamped =
+      _mm256_min_ps(c(R::kHighest), _mm256_max_ps(c(R::kLowest), reinterpret_cast<__m256>(x)));
+  const __m256 kf = _mm256_sub_ps(_mm256_fmadd_ps(clamped, c(R::kLog2e), c(R::kRound)),
+                                  c(R::kRound));
+  const F r = reinterpret_cast<F>(
+      _mm256_fnmadd_ps(kf, c(R::kLn2Lo), _mm256_fnmadd_ps(kf, c(R::kLn2Hi), clamped)));
+  const int32x8 k = __builtin_convertvector(reinterpret_cast<F>(kf), int32x8);
+  const int32x8 k1 = k >> 1;
+  const auto pow2 = [](int32x8 e) {
+    return reinterpret_cast<F>(reinterpret_cast<uint32x8>(e + 127) << 23);
+  };
+  const F e = exp_polynomial(r) * pow2(k1) * pow2(k - k1);
+  return x != x ? x + x : e;
+}
+#endif
 
 #if defined(LOSSGRAD_VECTOR_LOG)
 // log_fma on 16 lanes with AVX-512's exact helpers: getexp/getmant read k and m (subnormal
@@ -325,6 +388,10 @@ inline floatx16 log(floatx16 x) {
 inline floatx16 exp(floatx16 x) {
   return reinterpret_cast<floatx16>(exp_fma16(reinterpret_cast<__m512>(x)));
 }
+#endif
+#if defined(LOSSGRAD_LANES8)
+inline floatx8 log(floatx8 x) { return log_fma8(x); }
+inline floatx8 exp(floatx8 x) { return exp_fma8(x); }
 #endif
 
 inline double exp(double x) {
