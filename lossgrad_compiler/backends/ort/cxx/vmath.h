@@ -77,6 +77,8 @@ inline float pow2(int32_t k) { return float_of(static_cast<uint32_t>(k + 127) <<
 struct ExpReduction {
   // Past these, exp is inf or rounds to 0; clamping keeps 2^k representable below.
   static constexpr float kLowest = -104.0f, kHighest = 89.0f;
+  // Within these kf is in [-125, 127], so p * 2^kf is normal and exact.
+  static constexpr float kDirectLowest = -86.5f, kDirectHighest = 88.0f;
   static constexpr float kRound = 0x1.8p23f;  // adding it rounds to an integer (nearest even)
   static constexpr float kLog2e = 1.44269504088896341f;
   static constexpr float kLn2Hi = 6.93145751953125e-01f, kLn2Lo = 1.42860682030941723e-06f;
@@ -200,17 +202,31 @@ inline floatx8 log_fma8(floatx8 x) {
   return x != x ? x + x : r;
 }
 
-// exp_fma lane by lane, scale_exp's two factors included. std::max(x, lo) is
-// (x < lo) ? lo : x, which is maxps(lo, x) (the second operand where either is NaN), and
-// std::min(y, hi) is (hi < y) ? hi : y, minps(hi, y); fnmadd(kf, a, b) is fma(-kf, a, b) bit
-// for bit (the negation is exact). One instruction each instead of a compare and a blend, or
-// a negation and an FMA.
+// exp_fma lane by lane. Where every lane lies in [kDirectLowest, kDirectHighest] (no clamp,
+// no NaN, kf in [-125, 127]), p * 2^kf is a normal float, so scale_exp's two exact factors
+// give p with kf added to its exponent: one integer addition, where the factors take seven
+// operations and the clamp and the NaN test five. Other steps take the whole form, in which
+// std::max(x, lo), (x < lo) ? lo : x, is maxps(lo, x) (the second operand where either is
+// NaN), std::min(y, hi), (hi < y) ? hi : y, is minps(hi, y), and fnmadd(kf, a, b) is
+// fma(-kf, a, b) bit for bit (the negation is exact): one instruction each instead of a
+// compare and a blend, or a negation and an FMA.
 inline floatx8 exp_fma8(floatx8 x) {
   using R = ExpReduction;
   using F = floatx8;
   const auto c = [](float v) { return _mm256_set1_ps(v); };
-  const __m256 clamped =
-      _mm256_min_ps(c(R::kHighest), _mm256_max_ps(c(R::kLowest), reinterpret_cast<__m256>(x)));
+  const __m256 v = reinterpret_cast<__m256>(x);
+  const __m256 inside = _mm256_and_ps(_mm256_cmp_ps(v, c(R::kDirectLowest), _CMP_GE_OQ),
+                                      _mm256_cmp_ps(v, c(R::kDirectHighest), _CMP_LE_OQ));
+  if (__builtin_expect(_mm256_movemask_ps(inside) == 0xff, 1)) {
+    const __m256 t = _mm256_fmadd_ps(v, c(R::kLog2e), c(R::kRound));
+    const __m256 kf = _mm256_sub_ps(t, c(R::kRound));
+    const F r = reinterpret_cast<F>(
+        _mm256_fnmadd_ps(kf, c(R::kLn2Lo), _mm256_fnmadd_ps(kf, c(R::kLn2Hi), v)));
+    // t's bits are kRound's plus k, whose low 23 bits are 0: t << 23 is k << 23.
+    return reinterpret_cast<F>(reinterpret_cast<uint32x8>(exp_polynomial(r)) +
+                               (reinterpret_cast<uint32x8>(t) << 23));
+  }
+  const __m256 clamped = _mm256_min_ps(c(R::kHighest), _mm256_max_ps(c(R::kLowest), v));
   const __m256 kf = _mm256_sub_ps(_mm256_fmadd_ps(clamped, c(R::kLog2e), c(R::kRound)),
                                   c(R::kRound));
   const F r = reinterpret_cast<F>(
