@@ -148,6 +148,18 @@ def _float_samples() -> np.ndarray:
     return np.concatenate([bits.view(np.float32), np.array(SPECIAL + extremes, np.float32)])
 
 
+def _lane_samples() -> np.ndarray:
+    """The float samples, subnormals, and exp's whole range densely: what the lane forms are
+    compared with the scalar ones on."""
+    return np.concatenate(
+        [
+            _float_samples(),
+            np.arange(1, 2**23, 97, dtype=np.uint32).view(np.float32),
+            np.linspace(-104.5, 89.5, 1_000_003, dtype=np.float32),  # exp's whole range
+        ]
+    )
+
+
 def _double_samples(rng: np.random.Generator, size: int) -> np.ndarray:
     bits = rng.integers(0, 2**64, size, dtype=np.uint64, endpoint=False)
     extremes = [5e-324, 2.2250738585072014e-308, 2.225073858507201e-308, 1.7976931348623157e308]
@@ -174,13 +186,7 @@ def test_float_vector_variant_gives_the_scalar_bits(
     assert bool(vmath.vector_log()) == wanted
     if not wanted:
         return
-    x = np.concatenate(
-        [
-            _float_samples(),
-            np.arange(1, 2**23, 97, dtype=np.uint32).view(np.float32),
-            np.linspace(-104.5, 89.5, 1_000_003, dtype=np.float32),  # exp's whole range
-        ]
-    )
+    x = _lane_samples()
     vector = _apply(vmath, function, x)
     scalar = _apply(vmath, f"{function}_scalar", x)
     assert np.array_equal(vector.view(np.uint32), scalar.view(np.uint32))
@@ -199,13 +205,7 @@ def test_float_eight_lane_forms_give_the_scalar_bits(
     assert bool(vmath.lanes8()) == wanted
     if not wanted:
         return
-    x = np.concatenate(
-        [
-            _float_samples(),
-            np.arange(1, 2**23, 97, dtype=np.uint32).view(np.float32),
-            np.linspace(-104.5, 89.5, 1_000_003, dtype=np.float32),  # exp's whole range
-        ]
-    )
+    x = _lane_samples()
     x = np.concatenate([x, np.zeros(-len(x) % 8, np.float32)])
     lanes = _apply(vmath, f"{function}8", x)
     scalar = _apply(vmath, f"{function}_fma", x)
