@@ -8,7 +8,9 @@ HYPOTHESIS_PROFILE (e.g. `ci`: derandomized, reproducible).
 No skips in CI: a test may skip locally when something it needs is not installed (it says
 what to install), but with LOSSGRAD_NO_SKIPS=1 (set by .ci/run, which installs every tool
 the suite uses) a skip or an xfail is reported as a failure, so a missing compiler, missing
-headers or a missing mlir-opt cannot pass CI unnoticed."""
+headers or a missing mlir-opt cannot pass CI unnoticed. The one exception is a test whose code
+this CPU cannot execute (tests/helpers/hardware.py): no install gives a CPU AVX-512, so that
+skip stands and the run's summary lists it."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from collections.abc import Generator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.helpers.hardware import PREFIX, CpuCannotRun
 
 settings.register_profile(
     "lossgrad",
@@ -59,8 +63,20 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    _fail_skip(report)
+    if call.excinfo is None or not call.excinfo.errisinstance(CpuCannotRun):
+        _fail_skip(report)
     return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the tests this CPU could not run, so that a green run says what it left out
+    (under xdist the controller gets plain skipped reports: it knows them by their message)."""
+    reasons = ((r.nodeid, _skip_reason(r)) for r in terminalreporter.stats.get("skipped", []))
+    lines = [f"{node}: {why[why.index(PREFIX) :]}" for node, why in reasons if PREFIX in why]
+    if lines:
+        terminalreporter.section("not run: this CPU cannot execute their code")
+        for line in lines:
+            terminalreporter.line(line)
 
 
 @pytest.hookimpl(wrapper=True)

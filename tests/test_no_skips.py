@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SAMPLE = {
     "conftest.py": "from tests.conftest import pytest_make_collect_report, "
-    "pytest_runtest_makereport  # noqa: F401\n",
+    "pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401\n",
     "test_sample.py": """
         import pytest
 
@@ -45,6 +45,24 @@ SAMPLE = {
         def test_imperative_xfail():
             pytest.xfail("function path differs")
     """,
+    "test_cpu.py": """
+        import pytest
+        from tests.helpers.hardware import skip_on_this_cpu
+
+        def test_cpu_cannot_run():
+            skip_on_this_cpu("-march=x86-64-v4 code (no __AVX512F__)")
+
+        @pytest.fixture(scope="module")
+        def level():
+            skip_on_this_cpu("the x86-64-v4 library (no avx512f)")
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_cpu_cannot_run_fixture(level, n):
+            pass
+
+        def test_a_plain_skip_that_names_the_cpu():
+            pytest.skip("this CPU cannot run it")
+    """,
     "test_module_skip.py": """
         import pytest
         pytest.importorskip("a_module_that_is_not_installed", reason="pip install -e '.[x]'")
@@ -56,7 +74,8 @@ SAMPLE = {
 
 
 def run_sample(tmp_path: Path, no_skips: str | None) -> dict[str, str]:
-    """Outcome per test (or per collected module) of the sample suite, from its JUnit XML."""
+    """Outcome per test (or per collected module) of the sample suite, from its JUnit XML;
+    what pytest printed under "<output>"."""
     for name, text in SAMPLE.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
     env = {k: v for k, v in os.environ.items() if k != "LOSSGRAD_NO_SKIPS"}
@@ -64,7 +83,7 @@ def run_sample(tmp_path: Path, no_skips: str | None) -> dict[str, str]:
     if no_skips is not None:
         env["LOSSGRAD_NO_SKIPS"] = no_skips
     report = tmp_path / "report.xml"
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "--continue-on-collection-errors",
          f"--junitxml={report}", "--rootdir", str(tmp_path), str(tmp_path)],
@@ -76,21 +95,36 @@ def run_sample(tmp_path: Path, no_skips: str | None) -> dict[str, str]:
         name = case.get("name") or case.get("classname", "")
         detail = "".join(child.get("message", "") + (child.text or "") for child in case)
         outcomes[name] = (kinds[0] if kinds else "passed") + ": " + detail
+    outcomes["<output>"] = done.stdout
     return outcomes
+
+
+CPU_SKIPS = {
+    "test_cpu_cannot_run": "-march=x86-64-v4 code (no __AVX512F__)",
+    "test_cpu_cannot_run_fixture[1]": "the x86-64-v4 library (no avx512f)",
+    "test_cpu_cannot_run_fixture[2]": "the x86-64-v4 library (no avx512f)",
+}
 
 
 def test_without_the_variable_skips_stay_skips(tmp_path: Path) -> None:
     outcomes = run_sample(tmp_path, None)
+    outcomes.pop("<output>")
     assert outcomes.pop("test_passes").startswith("passed")
     assert outcomes, "the sample's skips were not reported"
     assert all(o.startswith("skipped") for o in outcomes.values()), outcomes
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
-def test_with_the_variable_every_skip_and_xfail_fails(tmp_path: Path, value: str) -> None:
+def test_with_the_variable_every_skip_but_the_cpus_fails(tmp_path: Path, value: str) -> None:
     outcomes = run_sample(tmp_path, value)
+    output = outcomes.pop("<output>")
     assert outcomes.pop("test_passes").startswith("passed")
+    for name, what in CPU_SKIPS.items():
+        assert outcomes.pop(name).startswith("skipped"), name
+        assert f"test_cpu.py::{name}: this CPU cannot run {what}" in output, output
+    assert "not run: this CPU cannot execute their code" in output, output
     names = {
+        "test_a_plain_skip_that_names_the_cpu",
         "test_skips_inside",
         "test_skipif_mark",
         "test_skips_in_fixture",

@@ -27,6 +27,7 @@ from lossgrad_compiler.backends.ort import prebuilt
 from lossgrad_compiler.backends.ort.build import ENV_MARCH, NativeUnavailableError, toolchain
 from lossgrad_compiler.targets.ort_library import kernel_library_source
 from tests.helpers.cases import DTYPES, OP_TYPES, make_case, standard_cases
+from tests.helpers.hardware import skip_on_this_cpu
 from tests.ort.support import (
     ENV_LIBRARY,
     build_macros,
@@ -72,8 +73,10 @@ def _features_from_proc() -> frozenset[str]:
     return frozenset(found)
 
 
-def _runs(directory: Path, level: str) -> bool:
-    return prebuilt.LEVEL_FEATURES[level] <= prebuilt.cpu_features(directory)
+def _skip_unless_runs(directory: Path, level: str) -> None:
+    missing = prebuilt.LEVEL_FEATURES[level] - prebuilt.cpu_features(directory)
+    if missing:
+        skip_on_this_cpu(f"the {level} library (no {', '.join(sorted(missing))})")
 
 
 def test_the_probe_names_this_cpus_features(tmp_path: Path) -> None:
@@ -153,8 +156,7 @@ def _float_log_or_exp_case(case) -> bool:
 def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
     """Where the CPU runs the level: -v3, -v4 and -v4-avx512bf16 give the JIT build's bits
     on every standard case; -v2 too, except for the cases that compute a float log or exp."""
-    if not _runs(prebuilt_dir, level):
-        pytest.skip(f"this CPU does not run {level}")
+    _skip_unless_runs(prebuilt_dir, level)
     jit = native_library()
     if "__FMA__" not in build_macros(toolchain().arch_flags):
         pytest.skip("the JIT build here has no FMA, so its float log and exp are -v2's")
@@ -182,8 +184,7 @@ def test_bits_against_the_jit_build(prebuilt_dir: Path, level: str) -> None:
 def test_the_native_numerics_tests_pass_with_the_level(prebuilt_dir: Path, level: str) -> None:
     """tests/ort/test_ort_native.py and the fused-halves tests, in a child pytest whose library
     is this level's (ort_native_support's LOSSGRAD_TEST_ORT_LIBRARY)."""
-    if not _runs(prebuilt_dir, level):
-        pytest.skip(f"this CPU does not run {level}")
+    _skip_unless_runs(prebuilt_dir, level)
     library = prebuilt_dir / prebuilt.library_name(level)
     env = {**os.environ, ENV_LIBRARY: str(library)}
     env.pop("PYTEST_XDIST_WORKER", None)

@@ -12,11 +12,13 @@ import subprocess
 import pytest
 
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, toolchain
+from tests.helpers.hardware import skip_on_this_cpu
 from tests.ort.vmath_golden import (
     FLAVOURS,
     FORMS,
     UPDATE_COMMAND,
     Flavour,
+    build_harness,
     digest,
     golden,
     missing_on_this_cpu,
@@ -39,7 +41,7 @@ def flavour(request: pytest.FixtureRequest) -> Flavour:
     _toolchain_or_skip()
     missing = missing_on_this_cpu(request.param)
     if missing:
-        pytest.skip(f"this CPU cannot run -march={request.param} code (no {', '.join(missing)})")
+        skip_on_this_cpu(f"-march={request.param} code (no {', '.join(missing)})")
     return Flavour.build(request.param)
 
 
@@ -49,18 +51,25 @@ def test_the_sample_is_the_pinned_one() -> None:
     assert digest(x) == golden()["sample"]
 
 
-def test_each_flavour_compiles_to_its_form(flavour: Flavour) -> None:
-    """So that no flavour turns into another one unnoticed and pins the same code twice."""
-    assert flavour.form == FORMS[flavour.march]
+@pytest.mark.parametrize("march", list(FLAVOURS))
+def test_each_flavour_calls_the_vector_variants_where_its_form_has_them(march: str) -> None:
+    """Compiled only, so that it holds on any CPU: the AVX-512 flavour's loops call the
+    variants, the others' do not."""
+    _toolchain_or_skip()
     listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(flavour.path)],
+        ["objdump", "-d", "--no-show-raw-insn", str(build_harness((f"-march={march}",)))],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     for function, variant in VARIANTS.items():
         loop = listing.split(f"<apply_{function}>:", 1)[1].split("\n\n", 1)[0]
-        assert (f"<{variant}>" in loop) == (flavour.form == "fma+avx512"), function
+        assert (f"<{variant}>" in loop) == (FORMS[march] == "fma+avx512"), function
+
+
+def test_each_flavour_compiles_to_its_form(flavour: Flavour) -> None:
+    """So that no flavour turns into another one unnoticed and pins the same code twice."""
+    assert flavour.form == FORMS[flavour.march]
 
 
 def test_the_bits_are_the_pinned_ones(flavour: Flavour) -> None:

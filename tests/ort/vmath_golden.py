@@ -135,6 +135,13 @@ def missing_on_this_cpu(march: str) -> list[str]:
     return sorted(wanted - compiler_macros(("-march=native",)))
 
 
+def build_harness(arch_flags: tuple[str, ...]) -> Path:
+    """The harness's shared library, built and not loaded (this CPU may not run it)."""
+    source = _HARNESS % (runtime_header("half.h"), runtime_header("vmath.h"))
+    tools = dataclasses.replace(toolchain(), arch_flags=arch_flags)
+    return build_shared_library(source, "test_vmath_golden", tools=tools)
+
+
 @dataclasses.dataclass
 class Flavour:
     """The harness built for one -march."""
@@ -150,9 +157,7 @@ class Flavour:
     @staticmethod
     def build_with(arch_flags: tuple[str, ...], march: str = "") -> Flavour:
         """The harness built with these -march flags (the library's other flags as they are)."""
-        source = _HARNESS % (runtime_header("half.h"), runtime_header("vmath.h"))
-        tools = dataclasses.replace(toolchain(), arch_flags=arch_flags)
-        path = build_shared_library(source, "test_vmath_golden", tools=tools)
+        path = build_harness(arch_flags)
         library = ctypes.CDLL(str(path))
         library.form.restype = ctypes.c_char_p
         return Flavour(march, path, library)
