@@ -35,9 +35,11 @@ system-tools:
 demo: $(VENV)/.demo-installed $(ORT_HEADERS) system-tools
 	$(BIN)/lossgrad-demo
 
+# worksteal: a worker that has run its share takes tests queued behind the other worker's
+# long one (the IREE matrix, the wheel builds) instead of waiting for the run to end.
 test: $(VENV)/.test-installed $(ORT_HEADERS) system-tools
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q
 
 # dist/: the sdist, and the platform wheel built from it (the ORT headers and the prebuilt
 # kernel libraries for x86-64-v2/v3/v4 inside; scripts/build_hooks.py), checked by twine.
