@@ -39,9 +39,9 @@ def infinite_beta_cases(dtype: Any) -> list:
 
 @pytest.mark.parametrize("group", TYPE_GROUPS)
 def test_every_signature_class_matches_the_reference(group: str) -> None:
-    """Every operator in every type group; the standard cases in turns of two by default
-    (each case meets every other type group: the six modules' compiles are most of IREE's
-    minutes), all of them with LOSSGRAD_FULL_MATRIX=1."""
+    """Every operator in every type group; by default the groups take the standard cases in
+    turns of two, so that each case meets three of the six groups (the six modules'
+    compiles are most of IREE's minutes); all of them with LOSSGRAD_FULL_MATRIX=1."""
     dtype = TYPE_GROUPS[group]
     turn = slice(None) if full_matrix() else slice(list(TYPE_GROUPS).index(group) % 2, None, 2)
     cases = [c for op in OP_TYPES for c in standard_cases(op, dtype, seed=5)[turn]]
