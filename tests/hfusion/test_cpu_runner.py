@@ -5,7 +5,8 @@ lowering (lossgrad_compiler/backends/ascendnpu_ir/cpu_runner.py), against refere
   mixed half types, every broadcast pattern (ranks 0-8, empty dimensions), as the dynamic
   signature: the scheduled kernel matches the reference with the native kernels'
   tolerance, bit for bit in f16/bf16. By default each operator takes one of the two mixed
-  type groups, in turn; LOSSGRAD_FULL_MATRIX=1 runs both.
+  type groups, in turn, and each type group every other case, in turn (every case meets
+  two groups); LOSSGRAD_FULL_MATRIX=1 runs every case in every group.
 * Sums (KL results smaller than B), with a half-type or a float32 result: the scheduled
   kernel matches too.
 * AscendNPU IR 1.2.0's reduction schedule (fusion kind ANY_PBR), given a sum returned
@@ -52,7 +53,7 @@ from lossgrad_compiler.evaluation import ascendnpu_ir as runner
 from lossgrad_compiler.frontend.lowering import lower_signatures
 from lossgrad_compiler.frontend.signature import signature_of
 from lossgrad_compiler.runtime.ascendnpu_ir import RunnerLibrary
-from tests.helpers.cases import OP_TYPES, Case, full_matrix, make_case, standard_cases
+from tests.helpers.cases import OP_TYPES, Case, full_matrix, in_turn, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches, bits
 from tests.hfusion import F16, F32
 from tests.hfusion import TYPE_GROUPS as HFUSION_TYPES
@@ -84,21 +85,27 @@ def check(cases: list[Case], *, schedule: bool = True, exact: bool = False) -> N
             assert (bits(got) == bits(wanted)).all(), f"{case.label}: not bit-identical"
 
 
-def _elementwise_types() -> list[tuple[str, str]]:
-    """Every operator with every type group under LOSSGRAD_FULL_MATRIX=1; by default with
-    float32, float16, bfloat16 and one of the two mixed groups, in turn."""
+def _elementwise_types() -> list[Any]:
+    """Every operator with every type group and every case under LOSSGRAD_FULL_MATRIX=1; by
+    default with float32, float16, bfloat16 and one of the two mixed groups, in turn, each
+    group taking every other case in turn (so each case meets two of the four groups, one
+    of them a half type that is checked bit for bit)."""
     mixed = ("mixed_half", "mixed_narrow")
-    return [
-        (op, dtype)
+    pairs = [
+        (op, [t for t in TYPES if full_matrix() or t not in mixed or t == mixed[i % len(mixed)]])
         for i, op in enumerate(OP_TYPES)
-        for dtype in TYPES
-        if full_matrix() or dtype not in mixed or dtype == mixed[i % len(mixed)]
+    ]
+    return [
+        pytest.param(op, dtype, turn, id=f"{op}-{dtype}")
+        for op, groups in pairs
+        for turn, dtype in enumerate(groups)
     ]
 
 
-@pytest.mark.parametrize(("op_type", "dtype"), _elementwise_types())
-def test_elementwise_kernels_match_the_reference(op_type: str, dtype: str) -> None:
+@pytest.mark.parametrize(("op_type", "dtype", "turn"), _elementwise_types())
+def test_elementwise_kernels_match_the_reference(op_type: str, dtype: str, turn: int) -> None:
     cases = [c for c in standard_cases(op_type, TYPES[dtype], seed=6) if not sums(c)]
+    cases = in_turn(cases, turn)
     assert cases
     check(cases, exact=dtype in ("float16", "bfloat16"))
 

@@ -16,7 +16,7 @@ pytest.importorskip("iree.runtime", reason="needs IREE: pip install -e '.[iree]'
 from lossgrad_compiler import reference, spec
 from lossgrad_compiler.calls import Call
 from lossgrad_compiler.evaluation import iree as iree_evaluation
-from tests.helpers.cases import OP_TYPES, full_matrix, make_case, standard_cases
+from tests.helpers.cases import OP_TYPES, in_turn, make_case, standard_cases
 from tests.helpers.tolerances import TIGHT, assert_matches
 
 F16, BF16, F32, F64 = (t.dtype for t in spec.FLOAT_TYPES)
@@ -43,8 +43,8 @@ def test_every_signature_class_matches_the_reference(group: str) -> None:
     turns of two, so that each case meets three of the six groups (the six modules'
     compiles are most of IREE's minutes); all of them with LOSSGRAD_FULL_MATRIX=1."""
     dtype = TYPE_GROUPS[group]
-    turn = slice(None) if full_matrix() else slice(list(TYPE_GROUPS).index(group) % 2, None, 2)
-    cases = [c for op in OP_TYPES for c in standard_cases(op, dtype, seed=5)[turn]]
+    turn = list(TYPE_GROUPS).index(group)
+    cases = [c for op in OP_TYPES for c in in_turn(standard_cases(op, dtype, seed=5), turn)]
     cases += infinite_beta_cases(dtype)
     calls = [Call(c.op_type, c.inputs, c.attrs) for c in cases]
     results = iree_evaluation.evaluate_calls(calls, device="local-sync")

@@ -7,7 +7,9 @@ free; nothing half-written is left or loaded.
 The real tests mount a small tmpfs as LOSSGRAD_CACHE_DIR in a private mount namespace
 (`unshare -m`, so the mount ends with the processes and nothing else sees it); they skip, saying
 why, only where the kernel refuses the mount. The last test simulates the linker's ENOSPC with
-a compiler wrapper, so the bookkeeping is checked everywhere."""
+a compiler wrapper, so the bookkeeping is checked everywhere. Every test compiles through
+tests/helpers/quick_compiler.py's wrapper, which logs the commands and compiles at -O0: what
+is checked is the bookkeeping, not the optimised code."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import pytest
 from lossgrad_compiler.backends.ort import build
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, build_shared_library
 from lossgrad_compiler.targets.ort_library import kernel_library_source
+from tests.helpers.quick_compiler import compiles, quick_compiler
 from tests.ort.support import TWO_NATIVE_RUNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,32 +37,6 @@ def _tools() -> build.Toolchain:
         return build.toolchain()
     except NativeUnavailableError as err:
         pytest.skip(f"no toolchain: {err}")
-
-
-def _logging_compiler(tmp_path: Path, real: str, fail_links: bool = False) -> tuple[Path, Path]:
-    """A $CXX that logs every compile (a command naming a .cc file) and runs `real`; with
-    `fail_links` it fails a compile as GNU ld does on a full disk instead."""
-    log = tmp_path / "compiles.log"
-    wrapper = tmp_path / "logging-cxx"
-    failing = (
-        'echo "/usr/bin/ld: final link failed: No space left on device" >&2\n'
-        '  echo "collect2: error: ld returned 1 exit status" >&2\n  exit 1\n'
-        if fail_links
-        else ""
-    )
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'case "$*" in *.cc*)\n'
-        f'  echo "$*" >> {shlex.quote(str(log))}\n  {failing}'
-        ";;\nesac\n"
-        f'exec {shlex.quote(real)} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper, log
-
-
-def _compiles(log: Path) -> int:
-    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def _mount_problem(tmp_path: Path) -> str | None:
@@ -118,7 +95,7 @@ def test_full_cache_file_system_warns_once_and_is_not_retried(tmp_path: Path) ->
         pytest.skip(f"cannot mount a small file system for the cache: {problem}")
     cache = tmp_path / "cache"
     cache.mkdir()
-    wrapper, log = _logging_compiler(tmp_path, " ".join(build.find_compiler()))
+    wrapper, log = quick_compiler(tmp_path / "bin")
     env = {**os.environ, "LOSSGRAD_CACHE_DIR": str(cache), "CXX": str(wrapper)}
     env.pop(build.ENV_MARCH, None)
     run = [sys.executable, "-c", RUN_SCRIPT, str(cache)]
@@ -134,7 +111,7 @@ def test_full_cache_file_system_warns_once_and_is_not_retried(tmp_path: Path) ->
         assert "No space left on device" in warned[0] and str(cache) in warned[0]
         assert "LEFT []" in part, output  # no library, no temporary file
     assert "Traceback" not in output and "-fPIC" not in output, output
-    assert _compiles(log) == 1, log.read_text()
+    assert len(compiles(log)) == 1, log.read_text()
 
 
 PROBE = 'extern "C" __attribute__((visibility("default"))) int answer() { return %d; }\n'
@@ -162,7 +139,7 @@ def test_remembered_until_flags_change_or_space_is_freed(tmp_path: Path) -> None
         pytest.skip(f"cannot mount a small file system for the cache: {problem}")
     cache = tmp_path / "cache"
     cache.mkdir()
-    wrapper, log = _logging_compiler(tmp_path, " ".join(build.find_compiler()))
+    wrapper, log = quick_compiler(tmp_path / "bin")
     env = {**os.environ, "CXX": str(wrapper), "LOSSGRAD_ORT_MARCH": "x86-64"}
     # a library of about 40 kB: 8 kB of static data does not fit beside its .cc in 16 kB
     source = 'extern "C" { __attribute__((visibility("default"))) char blob[32768] = {1}; }\n'
@@ -177,7 +154,7 @@ def test_remembered_until_flags_change_or_space_is_freed(tmp_path: Path) -> None
     assert "earlier" in results[1] and "earlier" not in results[0], output
     assert results[3] == "BUILT 41", output
     # compiled: the first run, the other flags, the retry with room; not the second run
-    assert _compiles(log) == 3, log.read_text()
+    assert len(compiles(log)) == 3, log.read_text()
 
 
 def test_linker_out_of_space_is_unavailable_not_a_crash(
@@ -186,7 +163,7 @@ def test_linker_out_of_space_is_unavailable_not_a_crash(
     """Without a mount: a compiler that fails as GNU ld does on ENOSPC gives one line (no
     compiler command), remembered for the same key; a different source compiles again."""
     tools = _tools()
-    wrapper, log = _logging_compiler(tmp_path, " ".join(tools.compiler), fail_links=True)
+    wrapper, log = quick_compiler(tmp_path / "bin", fail_links=True)
     failing = build.Toolchain((str(wrapper),), tools.version, tools.include, tools.api_version, ())
     for attempt in range(2):
         with pytest.raises(NativeUnavailableError) as err:
@@ -195,8 +172,8 @@ def test_linker_out_of_space_is_unavailable_not_a_crash(
         assert "\n" not in message and "No space left on device" in message
         assert "-fPIC" not in message and str(tmp_path) in message
         assert ("earlier" in message) == (attempt == 1)
-    assert _compiles(log) == 1
+    assert len(compiles(log)) == 1
     with pytest.raises(NativeUnavailableError):
         build_shared_library(PROBE % 8, "probe", directory=tmp_path, tools=failing)
-    assert _compiles(log) == 2
+    assert len(compiles(log)) == 2
     assert not list(tmp_path.glob("*.so")) and not list(tmp_path.glob("*.tmp"))

@@ -5,8 +5,9 @@ There the native-kernel block of docs/ort.md runs as written, and `lossgrad-comp
 writes a model and a library that ONNX Runtime loads, two ways:
 
 1. with a C++ compiler: the JIT build, compiled against the headers the wheel ships (the
-   compiler is a wrapper that logs its command: the include folder is the package's, and
-   nothing names the checkout's third_party/);
+   compiler is tests/helpers/quick_compiler.py's wrapper, which logs its command and
+   compiles at -O0: the include folder is the package's, and nothing names the checkout's
+   third_party/);
 2. with none ($CXX a program that fails, no c++/g++ on PATH): the prebuilt library for this
    CPU, native rows in lossgrad-demo, and no fallback warning."""
 
@@ -26,6 +27,7 @@ from lossgrad_compiler import examples
 from lossgrad_compiler.backends.ort.build import NativeUnavailableError, find_compiler
 from tests.docs.test_docs_blocks import by_language
 from tests.helpers import dists
+from tests.helpers.quick_compiler import compiles, quick_compiler
 
 NATIVE_BLOCK = next(
     b for b in by_language("python") if "register_custom_ops_library(library_path())" in b.code
@@ -103,12 +105,7 @@ def _report(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
 def test_with_a_compiler_the_jit_build_uses_the_shipped_headers(
     venv: Path, tmp_path: Path
 ) -> None:
-    wrapper = tmp_path / "bin" / "logging-cxx"
-    wrapper.parent.mkdir()
-    log = tmp_path / "compiler.log"
-    real = " ".join(shlex.quote(part) for part in find_compiler())
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {shlex.quote(str(log))}\nexec {real} "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper, log = quick_compiler(tmp_path / "bin")
     env = _environment(tmp_path, os.environ["PATH"], CXX=str(wrapper))
     work = tmp_path / "work"
     work.mkdir()
@@ -118,9 +115,9 @@ def test_with_a_compiler_the_jit_build_uses_the_shipped_headers(
     assert package.is_relative_to(venv.parent.parent), report  # the installed copy
     assert Path(report["LIBRARY"]).name.startswith("liblossgrad_ort-native-"), report
     assert "function path" not in done.stderr, done.stderr
-    compiles = [c for c in log.read_text().splitlines() if c.endswith(".so.tmp")]
-    assert len(compiles) == 1, compiles
-    include = shlex.split(compiles[0])[shlex.split(compiles[0]).index("-I") + 1]
+    (compile_,) = compiles(log)
+    command = shlex.split(compile_)
+    include = command[command.index("-I") + 1]
     assert Path(include) == package / "backends" / "ort" / "onnxruntime" / "include"
     assert "third_party" not in log.read_text() and str(dists.REPO) not in log.read_text()
     library = _compile_for_ort(venv, work, env, "built here for this machine's CPU")
