@@ -11,11 +11,7 @@ from benchmarks import bench_stream_threshold as bench
 from benchmarks.bench_ort_native import attrs_for
 from lossgrad_compiler import reference
 from lossgrad_compiler.runtime.ort import session_options
-from lossgrad_compiler.targets.ort_library import native_library
-
-pytestmark = pytest.mark.skipif(
-    native_library() is None, reason="needs the native ORT kernel library (a C++ compiler)"
-)
+from tests.ort.support import native_library
 
 
 @pytest.mark.parametrize("form", ["0-d", "full"])
