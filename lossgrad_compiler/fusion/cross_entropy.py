@@ -41,15 +41,20 @@ from onnx import NodeProto
 
 from lossgrad_compiler import spec
 from lossgrad_compiler.fusion.graph import GraphIndex, int_attribute, readable
-from lossgrad_compiler.fusion.nll import NLL, NllMatch, NllReader
+from lossgrad_compiler.fusion.nll import (
+    EXPORTED_TOTAL_WEIGHT,
+    NLL,
+    NllMatch,
+    NllReader,
+    total_weight_one_note,
+)
 from lossgrad_compiler.fusion.patterns import cast_target
 
 CE = spec.CROSS_ENTROPY_LOSS_GRAD.name
-CE_TOTAL_WEIGHT_ONE = (
-    "PyTorch 2.13's exporter writes F.cross_entropy(reduction='mean') of 2-D input with a "
-    "total weight of 1 (onnxscript's torchlib FIXME): without label smoothing its graph is "
-    "the sum's, node for node, so a mean step computes the sum's gradient, not PyTorch's "
-    "division by the total weight; fused as the graph computes it (reduction sum)"
+CE_TOTAL_WEIGHT_ONE = total_weight_one_note(
+    "F.cross_entropy(reduction='mean') of 2-D input",
+    "without label smoothing ",
+    "the sum's gradient",
 )
 ROW_SUM = (
     "the graph adds gl over the classes with ReduceSum, where CrossEntropyLossGrad computes "
@@ -62,9 +67,9 @@ SMOOTHED = (
     "graph's values at its precision"
 )
 SMOOTHED_MEAN = (
-    "a mean with label smoothing: the exporter divides the nll term by a total weight of 1 "
-    "(onnxscript's torchlib FIXME) but the smoothing term by the kept rows' total, so the "
-    "graph is neither CrossEntropyLossGrad's mean nor its sum; and "
+    f"a mean with label smoothing: the exporter divides the nll term by {EXPORTED_TOTAL_WEIGHT}"
+    " but the smoothing term by the kept rows' total, so the graph is neither "
+    "CrossEntropyLossGrad's mean nor its sum; and "
 )
 
 

@@ -31,11 +31,21 @@ from lossgrad_compiler.fusion.graph import GraphIndex, ValueType
 
 NLL = "NLLLossBackward"
 NLL_2D = "NLLLoss2dBackward"
-TOTAL_WEIGHT_ONE = (
-    "PyTorch 2.13's exporter writes F.nll_loss(reduction='mean') of 1-D and 2-D input with "
-    "a total weight of 1 (onnxscript's torchlib FIXME): its graph is the sum's, node for "
-    "node, so a mean step computes sum(w[t]*(-g)), not PyTorch's division by the total "
-    "weight; fused as the graph computes it (reduction sum)"
+EXPORTED_TOTAL_WEIGHT = "a total weight of 1 (onnxscript's torchlib FIXME)"
+"""What PyTorch 2.13's exporter divides a 1-D or 2-D mean by (the output's size)."""
+
+
+def total_weight_one_note(call: str, condition: str, computed: str) -> str:
+    """The report's note on an exported mean that is the sum's graph, fused as the sum."""
+    return (
+        f"PyTorch 2.13's exporter writes {call} with {EXPORTED_TOTAL_WEIGHT}: {condition}its "
+        f"graph is the sum's, node for node, so a mean step computes {computed}, not "
+        "PyTorch's division by the total weight; fused as the graph computes it (reduction sum)"
+    )
+
+
+TOTAL_WEIGHT_ONE = total_weight_one_note(
+    "F.nll_loss(reduction='mean') of 1-D and 2-D input", "", "sum(w[t]*(-g))"
 )
 
 

@@ -126,6 +126,22 @@ def test_one_compiled_file_runs_every_batch_size(mode: str):
         assert_bits_equal(got, case.expected(), f"N={batch}")
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
+def test_no_classes_at_run_time_give_an_empty_result(op_type: str, mode: str):
+    """A symbolic C fed as 0 (which the paths that see values refuse with 161002, and a
+    graph cannot): the weight's gather reads its appended zero, never outside the weight,
+    and the result is the empty one, not an error of ONNX Runtime's Gather."""
+    shape = (2, 3, 2, 2) if op_type == "NLLLoss2dBackward" else (4, 3)
+    case = make_class_case(op_type, shape, np.float32, reduction="mean", weighted=True)
+    model, feeds = cases_model([case], static=False)
+    empty = (shape[0], 0, *shape[2:])
+    feeds = {**feeds, "x0": np.zeros(empty, np.float32), "w0": np.zeros(0, np.float32)}
+    feeds["t0"] = np.full((shape[0], *shape[2:]), -100, np.int64)
+    (got,) = run_session(make_session(compile_model(model, mode=mode).model), feeds)
+    assert got.shape == empty and got.dtype == np.float32
+
+
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # total_weight 0, unused
 @pytest.mark.parametrize("op_type", CLASS_OP_TYPES)
 def test_functions_model_runs_in_reference_evaluator(op_type: str):

@@ -54,7 +54,9 @@ def ce_case(shape: tuple[int, ...] = (6, 5), dtype: Any = np.float32, **options:
 
 
 def gathers_of(nodes: Any, source: str) -> list[onnx.NodeProto]:
-    return [n for n in nodes if n.op_type == "Gather" and n.input[0] == source]
+    """The Gathers from `source` with its zero appended (rules.py: the zero for C = 0)."""
+    padded = {n.output[0] for n in nodes if n.op_type == "Concat" and n.input[0] == source}
+    return [n for n in nodes if n.op_type == "Gather" and n.input[0] in padded]
 
 
 # --------------------------------------------------------------------------- level 2 → ONNX
@@ -84,7 +86,7 @@ def test_a_larger_weighted_smoothed_mean_is_within_tight(dynamic: bool):
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_the_weight_is_gathered_at_each_rows_target(dynamic: bool):
     """Distinct weights, every class a target: only w[t_i] gives the reference's D and the
-    nll term; the Gather reads the weight argument itself, along axis 0."""
+    nll term; the Gather reads the weight argument (with its zero appended), along axis 0."""
     targets = np.array([4, 0, 3, 1, 2, 4, 0])
     for smoothing in (0.0, 0.25):
         case = ce_case((7, 5), np.float16, weighted=True, targets=targets,

@@ -10,13 +10,19 @@ indices, i1 logic, widenings, the check's count) are ONNX's integer and bool ops
 values are int64 in ONNX, so `i64` and `index` need no Cast between them.
 
 The gather (level2.GATHER_OPS: `tensor.extract %w[%k]` of a rank-1 tensor from above the
-body) is an ONNX `Gather` of the whole tensor by the index tensor the body computed
-elementwise; the verifier proves every index in range, so it never reads outside %w."""
+body) is an ONNX `Gather` by the index tensor the body computed elementwise. The verifier
+proves each index a valid class or the 0 of a row that does not count; with no classes at
+all (C = 0, which the other paths refuse with aclnn 161002 before they read (spec's
+min_classes), but a graph cannot refuse at run time) that 0 is outside %w, so the Gather reads %w with one zero
+appended: every index is then in range, and the result, which has no elements, is empty
+instead of an error of ONNX Runtime's Gather."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+from onnx import helper
 from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 from xdsl.dialects.linalg.ops import IndexOp
@@ -160,16 +166,19 @@ class OnnxScalarOps(level2.ScalarOpDispatch[Value]):
 
     @level2.rule(tensor.ExtractOp)
     def gather(self, op: tensor.ExtractOp, operands: Sequence[Value]) -> Value:
-        """`tensor.extract %w[%k]`: Gather(%w, %k) along axis 0. The result has the index's
-        shape, so it lies on the index's iteration axes (the source, from above the body,
-        is on none)."""
+        """`tensor.extract %w[%k]`: Gather(Concat(%w, [0]), %k) along axis 0 (the zero for
+        C = 0, above). The result has the index's shape, so it lies on the index's iteration
+        axes (the source, from above the body, is on none)."""
         if len(operands) != 2:
             raise level2.Level2ContractError(op, "a gather reads a rank-1 tensor at one index")
         source, index = (self.t.materialize(v, op) for v in operands)
         if source.axes or source.rank != 1:
             raise level2.Level2ContractError(op, "a gather reads a rank-1 tensor from above")
         hint = op.result.name_hint or "gathered"
-        name = self.t.sink.add("Gather", [source.name, index.name], hint, axis=0)
+        dtype = helper.tensor_dtype_to_np_dtype(element_type_of(op.result.type, op))
+        zero = self.t.sink.constant(np.zeros(1, dtype), "zero")
+        padded = self.t.sink.add_shared("Concat", [source.name, zero], "padded", axis=0)
+        name = self.t.sink.add("Gather", [padded, index.name], hint, axis=0)
         return Tensor(name, index.rank, index.axes)
 
     @level2.rule(arith.ConstantOp)
