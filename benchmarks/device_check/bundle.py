@@ -93,9 +93,14 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
     # wheels are installed (install.py reads the manifest before that)
     from lossgrad_compiler import spec
 
+    def element_type(name: str) -> np.dtype:
+        """A float type by spec's name (bfloat16 is ml_dtypes'), else numpy's (int64)."""
+        float_type = spec.float_type(name)
+        return float_type.dtype if float_type is not None else np.dtype(name)
+
     with np.load(path) as stored:
         names = [k for k in stored.files if not k.endswith(".dtype")]
-        return {n: stored[n].view(spec.float_type(str(stored[f"{n}.dtype"])).dtype) for n in names}
+        return {n: stored[n].view(element_type(str(stored[f"{n}.dtype"]))) for n in names}
 
 
 def folder_bytes(folder: Path) -> int:

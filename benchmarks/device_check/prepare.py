@@ -88,14 +88,11 @@ def benchmark_entries(
 
 def example_calls() -> list[tuple[str, str, dict[str, np.ndarray], dict[str, Any]]]:
     """(node name, op, inputs by the operator's input names, attributes) of each node of the
-    example model, on example_feeds: the elementwise operators' nodes, as the benchmark set
-    (cases.py) holds only those; a classification node's function also returns the target
-    check's count, which run.py does not read yet."""
+    example model, on example_feeds: the classification head's nodes too, whose functions
+    return the target check's count after the gradient (run.py checks it is 0)."""
     feeds = examples.example_feeds(EXAMPLE_BATCH)
     calls = []
     for node in examples.example_model().graph.node:
-        if spec.operator(node.op_type).has_classes:
-            continue
         names = [i.name for i in spec.operator(node.op_type).inputs]
         inputs = {n: feeds[v] for n, v in zip(names, node.input, strict=False) if v}
         calls.append((node.name, node.op_type, inputs, attributes_from_node(node)))

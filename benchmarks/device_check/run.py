@@ -104,6 +104,16 @@ def nothing() -> None:
     """No device to wait for."""
 
 
+def failed_checks(counts: list[np.ndarray]) -> str | None:
+    """What the value checks a function returns after its gradient found (a classification
+    function's count of targets outside [0, C) that are not ignore_index); None when every
+    count is 0."""
+    found = [int(c.sum()) for c in counts]
+    if not any(found):
+        return None
+    return f"value checks failed: counts {found} (targets outside [0, C)), expected 0"
+
+
 def run_case(
     case: bundle.CaseEntry,
     manifest: bundle.Manifest,
@@ -118,8 +128,11 @@ def run_case(
     row = table.Row(case.name, case.function, "error")
     inputs, expected = case_arrays(case, order, folder, log)
     args = [rt.asdevicearray(device, inputs[n]) for n in order]
-    got = np.asarray(function(*args).to_host()).astype(expected.dtype, copy=False)
-    row.check = mismatch(got, expected, case.op, inputs, case.attrs) or "ok"
+    results = function(*args)
+    gradient, *counts = results if isinstance(results, (tuple, list)) else [results]
+    got = np.asarray(gradient.to_host()).astype(expected.dtype, copy=False)
+    found = mismatch(got, expected, case.op, inputs, case.attrs)
+    row.check = found or failed_checks([np.asarray(c.to_host()) for c in counts]) or "ok"
     row.nbytes = sum(inputs[n].nbytes for n in case.reads) + expected.nbytes
     runners: dict[str, Callable[[], object]] = {"iree": lambda: function(*args)}
     sync = nothing  # an IREE call returns when its work is done

@@ -23,7 +23,8 @@ pytest.importorskip("torch", reason="needs PyTorch: pip install -e '.[torch]'")
 
 from benchmarks.device_check import bundle, cases, install, libcuda, timing
 from benchmarks.device_check.prepare import DEFAULT_GPU, signature_for
-from lossgrad_compiler import spec
+from benchmarks.device_check.run import failed_checks
+from lossgrad_compiler import examples, spec
 from lossgrad_compiler.backends.iree import IreeCompileError, IreeOptions, compile_text, module_text
 from lossgrad_compiler.frontend.lowering import lower_signatures
 
@@ -91,7 +92,9 @@ def test_the_bundle_holds_the_benchmark_set_and_the_example_model(checked) -> No
     assert {(c.op, c.type_name) for c in benchmark} == {
         (op, t) for op in spec.BROADCAST_OPERATORS for t in cases.TYPES
     }
-    assert len([c for c in manifest.cases if c.kind == "example"]) == 5
+    example = [c for c in manifest.cases if c.kind == "example"]
+    assert [c.op for c in example] == [n.op_type for n in examples.example_model().graph.node]
+    assert {c.op for c in example} >= {"NLLLossBackward", "CrossEntropyLossGrad"}
     kl = next(c for c in benchmark if c.op == "KlDivBackward")
     assert kl.reads == ["grad_output", "target"]  # its body never reads self
     drawn = cases.BenchmarkCase(kl.op, kl.type_name, kl.log2n, kl.seed).inputs()
@@ -144,6 +147,14 @@ def test_wheels_are_installed_only_where_needed() -> None:
     assert install.wanted(Path("no_such_distribution_here-1.0-py3-none-any.whl"))
 
 
+def test_a_nonzero_count_of_a_value_check_fails_the_case() -> None:
+    """A classification function returns its count of bad targets after the gradient: the
+    case passes only when every count is 0."""
+    assert failed_checks([]) is None and failed_checks([np.array(0)]) is None
+    problem = failed_checks([np.array(0), np.array(3, np.int64)])
+    assert problem is not None and "[0, 3]" in problem and "outside [0, C)" in problem
+
+
 def test_turns_alternate_and_give_medians() -> None:
     calls: list[str] = []
     runners = {name: (lambda n=name: calls.append(n)) for name in ("a", "b", "c")}
@@ -169,6 +180,8 @@ def test_saved_arrays_keep_their_types_and_zero_dimensional_shapes(tmp_path: Pat
         "scalar": np.array(0.5, np.float32),
         "half": np.arange(3, dtype=np.float16),
         "brain": np.arange(4, dtype=spec.BFLOAT16.dtype).reshape(2, 2),
+        "labels": np.array([2**40, -1, 3], np.int64),  # a classification target
+        "narrow_labels": np.array([7, -100], np.int32),
     }
     bundle.save_arrays(tmp_path / "a.npz", arrays)
     loaded = bundle.load_arrays(tmp_path / "a.npz")
