@@ -930,6 +930,12 @@ class CheckedCall:
         """self's class dimension (a classification operator's call)."""
         return self.op.class_dim(len(self.shapes["self"] or ()))
 
+    def in_compute(self, attribute: AttributeSpec) -> float:
+        """A FLOAT attribute rounded to the compute type: what every formula judges ("beta
+        > 0", "label_smoothing > 0" hold in C, as the kernels compute); its default where
+        the operator has no such attribute."""
+        return float(self.compute.dtype.type(self.attrs.get(attribute.name, attribute.default)))
+
 
 # How messages name the broadcast of self and target (its shape is B in docs/operators.md).
 BROADCAST_OPERAND = "broadcast(self, target)"

@@ -220,17 +220,17 @@ class ClassLowering:
     def scalars(self, classes: SSAValue) -> tuple[SSAValue | None, SSAValue | None]:
         """(label_smoothing, C), both in C and from above; (None, None) where it is 0 in C
         (as the reference and the run-time parameters judge it)."""
-        value = float(self.compute.dtype.type(self.checked.attrs.get("label_smoothing", 0.0)))
+        value = self.checked.in_compute(spec.LABEL_SMOOTHING)
         if value == 0.0:
             return None, None
-        given = self.parameters.get("label_smoothing")
+        given = self.parameters.get(spec.LABEL_SMOOTHING.name)
         if given is None:
             ls = self.outer.constant(value, self.compute_type)
         elif given.type != self.compute_type:
             ls = self.outer.cast(arith.TruncFOp, given, self.compute_type)
         else:
             ls = given
-        ls.name_hint = "label_smoothing"
+        ls.name_hint = spec.LABEL_SMOOTHING.name
         size = self.shape[self.class_dim]
         if isinstance(size, int):
             classes_float = self.outer.constant(float(size), self.compute_type)

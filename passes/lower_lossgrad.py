@@ -345,8 +345,7 @@ def cross_entropy_reductions(checked: spec.CheckedCall) -> tuple[ClassReduction,
     found = []
     if checked.divisor is spec.Divisor.KEPT_WEIGHT:
         found.append(KEPT_WEIGHT)
-    smoothing = float(checked.compute.dtype.type(checked.attrs["label_smoothing"]))
-    if smoothing > 0.0 and "weight" in checked.present:
+    if checked.in_compute(spec.LABEL_SMOOTHING) > 0.0 and "weight" in checked.present:
         found.append(CLASS_WEIGHT)
     return tuple(found)
 
@@ -699,12 +698,10 @@ def runtime_parameter_names(op: LossGradOp) -> list[str]:
     if checked.divisor is not None and checked.divisor not in computed:
         names.append(level2.PARAMETER_N)  # total_weight is an input, D a reduction
     for a in checked.op.attributes:
-        value = checked.attrs[a.name]
         if a.kind is spec.AttrKind.INT and a.choices is None:
             names.append(a.name)  # ignore_index: any int, so one body serves every value
-        elif a.kind is spec.AttrKind.FLOAT and float(checked.compute.dtype.type(value)) > (
-            a.minimum or 0.0
-        ):  # SmoothL1's beta only in its division form; a value that rounds to 0 is a constant
+        elif a.kind is spec.AttrKind.FLOAT and checked.in_compute(a) > (a.minimum or 0.0):
+            # SmoothL1's beta only in its division form; a value that rounds to 0 is a constant
             names.append(a.name)
     return names
 

@@ -45,17 +45,19 @@ class CxxFloatArithmetic(level2.ScalarOpDispatch[str]):
 _CXX_RELATION = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 
 
-def cxx_comparison(predicate: level2.Predicate, a: str, b: str) -> str:
+def cxx_comparison(predicate: level2.Predicate, a: str, b: str, *, lanes: bool = False) -> str:
     """`a predicate b` in C++, NaN included. C++'s <, >, <=, >=, == are the ordered
     predicates (false on NaN); `one` is `<` or `>`; an unordered predicate is the negation
-    of its ordered complement."""
+    of its ordered complement. With `lanes`, the same over GNU vector masks (the ORT lane
+    form, cxx/lanes.h): `|` and `~` instead of `||` and `!`."""
     if predicate.relation is None:
         raise level2.Level2ContractError(
             "arith.cmpf", f"predicate '{predicate.name}' is not level 2"
         )
+    either, negation = ("|", "~") if lanes else ("||", "!")
     if predicate.ordered:
-        return _ordered(predicate, a, b, alone=True)
-    return f"!({_ordered(predicate.negated, a, b, alone=False)})"
+        return _ordered(predicate, a, b, either, alone=True)
+    return f"{negation}({_ordered(predicate.negated, a, b, either, alone=False)})"
 
 
 _CXX_INTEGER_RELATION = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
@@ -70,9 +72,9 @@ def cxx_integer_comparison(op: arith.CmpiOp, a: str, b: str) -> str:
     return f"{a} {_CXX_INTEGER_RELATION[name]} {b}"
 
 
-def _ordered(predicate: level2.Predicate, a: str, b: str, alone: bool) -> str:
+def _ordered(predicate: level2.Predicate, a: str, b: str, either: str, alone: bool) -> str:
     if predicate.relation == "ne":
-        text = f"{a} < {b} || {a} > {b}"
+        text = f"({a} < {b}) {either} ({a} > {b})"
         return f"({text})" if alone else text
     return f"{a} {_CXX_RELATION[str(predicate.relation)]} {b}"
 

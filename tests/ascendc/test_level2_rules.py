@@ -69,6 +69,11 @@ def test_the_cxx_comparison_of_every_predicate_is_the_predicate(a: float, b: flo
     for predicate in RELATIONAL:
         text = cxx_comparison(predicate, "a", "b")
         assert cxx_as_python(text, a, b) == xdsl_cmpf(predicate.name, a, b), (predicate, text)
+        # the ORT lane form (masks of GNU vectors, which take | and ~, not || and !)
+        lanes = cxx_comparison(predicate, "a", "b", lanes=True)
+        assert "||" not in lanes and "!" not in lanes, lanes
+        scalar = lanes.replace(" | ", " || ").replace("~(", "!(")
+        assert cxx_as_python(scalar, a, b) == xdsl_cmpf(predicate.name, a, b), (predicate, lanes)
 
 
 def test_a_cmpmode_is_chosen_exactly_when_one_has_the_predicates_nan_behaviour() -> None:

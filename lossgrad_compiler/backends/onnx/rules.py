@@ -11,11 +11,11 @@ values are int64 in ONNX, so `i64` and `index` need no Cast between them.
 
 The gather (level2.GATHER_OPS: `tensor.extract %w[%k]` of a rank-1 tensor from above the
 body) is an ONNX `Gather` by the index tensor the body computed elementwise. The verifier
-proves each index a valid class or the 0 of a row that does not count; with no classes at
-all (C = 0, which the other paths refuse with aclnn 161002 before they read (spec's
-min_classes), but a graph cannot refuse at run time) that 0 is outside %w, so the Gather reads %w with one zero
-appended: every index is then in range, and the result, which has no elements, is empty
-instead of an error of ONNX Runtime's Gather."""
+proves each index a valid class or the 0 of a row that does not count. With no classes at
+all (C = 0: spec's min_classes, which the other paths refuse with aclnn 161002 before they
+read, but a graph cannot refuse at run time) that 0 is outside %w, so the Gather reads %w
+with one zero appended: every index is then in range, and the result, which has no
+elements, is empty instead of an error of ONNX Runtime's Gather."""
 
 from __future__ import annotations
 

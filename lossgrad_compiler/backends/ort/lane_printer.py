@@ -31,6 +31,7 @@ from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lossgrad_compiler import level2
+from lossgrad_compiler.backends.cxx import cxx_comparison
 from lossgrad_compiler.backends.ort.cxx_text import cxx_type
 
 HALF_TYPES = ("float16", "bfloat16")
@@ -278,19 +279,11 @@ class _LanePrinter:
 
 
 def _lane_comparison(op: arith.CmpfOp, a: str, b: str) -> str:
-    """cmpf on lanes: a mask, NaN as the scalar comparison treats it (an unordered
-    predicate is the complement of its ordered negation)."""
+    """cmpf on lanes: a mask, NaN as the scalar comparison treats it."""
     predicate = level2.predicate_of(op)
     if predicate.relation is None:
         raise _NoLanes
-    ordered = predicate if predicate.ordered else predicate.negated
-    relation = str(ordered.relation)
-    if relation == "ne":
-        text = f"(({a} < {b}) | ({a} > {b}))"
-    else:
-        symbol = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}[relation]
-        text = f"({a} {symbol} {b})"
-    return text if predicate.ordered else f"~{text}"
+    return cxx_comparison(predicate, a, b, lanes=True)
 
 
 def _is_flag(t: Attribute) -> bool:
