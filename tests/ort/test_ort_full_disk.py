@@ -7,9 +7,10 @@ free; nothing half-written is left or loaded.
 The real tests mount a small tmpfs as LOSSGRAD_CACHE_DIR in a private mount namespace
 (`unshare -m`, so the mount ends with the processes and nothing else sees it); they skip, saying
 why, only where the kernel refuses the mount. The last test simulates the linker's ENOSPC with
-a compiler wrapper, so the bookkeeping is checked everywhere. Every test compiles through
-tests/helpers/quick_compiler.py's wrapper, which logs the commands and compiles at -O0: what
-is checked is the bookkeeping, not the optimised code."""
+a compiler wrapper, so the bookkeeping is checked everywhere. Each test's $CXX is
+tests/helpers/quick_compiler.py's wrapper, which logs the commands and compiles at -O0 (or,
+in the last test, fails as the linker does): what is checked is the bookkeeping, not the
+optimised code."""
 
 from __future__ import annotations
 
