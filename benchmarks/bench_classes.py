@@ -39,43 +39,21 @@ from benchmarks.bench_ort_native import (
     turn,
     warm_up,
 )
+from benchmarks.class_inputs import SHAPES, class_attributes, class_inputs
 from lossgrad_compiler import onnx as lo
 from lossgrad_compiler import spec
 from lossgrad_compiler.runtime.ort import session_options
 from lossgrad_compiler.runtime.ort_io import to_ort_value
 from lossgrad_compiler.targets.ort_library import native_library
 
-SHAPES = ((4096, 32000), (256, 10))
 DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16))
 NAMES = {"grad_output": "go", "self": "x", "target": "t", "total_weight": "tw", "weight": "w"}
 Runner = Callable[[], object]
 
 
 def make_inputs(op: str, shape: tuple[int, int], dtype: np.dtype) -> dict[str, np.ndarray]:
-    """A mean call with a weight and some ignored rows, every array on a cache line; cross
-    entropy's self is log-probabilities."""
-    rng = np.random.default_rng(0)
-    n, c = shape
-    target = rng.integers(0, c, n)
-    target[::7] = -100
-    weight = rng.uniform(0.5, 1.5, c)
-    kept = target[target != -100]
-    x = rng.standard_normal(shape)
-    arrays = {"grad_output": np.array(1.0), "self": x, "target": target}
-    if "total_weight" in spec.operator(op).input_names:
-        arrays["total_weight"] = np.array(weight[kept].sum())
-    else:
-        arrays["self"] = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-    arrays["weight"] = weight
-    return {
-        k: on_lines(v.astype(np.int64 if k == "target" else dtype)) for k, v in arrays.items()
-    }
-
-
-def attributes(op: str, label_smoothing: float) -> dict[str, object]:
-    names = {a.name for a in spec.operator(op).attributes}
-    smoothing = {"label_smoothing": label_smoothing} if "label_smoothing" in names else {}
-    return {"reduction": "mean", **smoothing}
+    """class_inputs' call, every array on a cache line."""
+    return {k: on_lines(v) for k, v in class_inputs(op, shape, dtype).items()}
 
 
 def model(op: str, inputs: dict[str, np.ndarray], attrs: dict[str, object]) -> bytes:
@@ -207,7 +185,7 @@ def cell_row(
 ) -> str:
     """One cell's row of the table."""
     inputs = make_inputs(op, shape, dtype)
-    attrs = attributes(op, label_smoothing)
+    attrs = class_attributes(op, label_smoothing)
     runners: dict[str, Runner] = {"native": native_runner(op, inputs, attrs, threads)}
     for name, found in (
         ("torch", torch_runner(op, inputs, attrs, threads)),

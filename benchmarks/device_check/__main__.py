@@ -12,6 +12,14 @@ from benchmarks.device_check import bundle, cases
 from benchmarks.device_check.install import install_missing
 
 
+def class_shape(text: str) -> tuple[int, int]:
+    """'4096x32000' as (4096, 32000)."""
+    rows, sep, classes = text.partition("x")
+    if not (sep and rows.isdigit() and classes.isdigit()) or int(classes) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NxC with C >= 1, as 256x10")
+    return int(rows), int(classes)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="scripts/device_check.sh", description="IREE modules checked and timed on a GPU"
@@ -22,6 +30,10 @@ def parser() -> argparse.ArgumentParser:
     prepare.add_argument("--backend", choices=("cuda", "llvm-cpu"), default="cuda")
     prepare.add_argument("--arch", help="GPU (default sm_80) or CPU (default host)")
     prepare.add_argument("--sizes", type=int, nargs="+", default=cases.SIZES, help="log2 n")
+    prepare.add_argument(
+        "--class-shapes", type=class_shape, nargs="*", default=cases.CLASS_SHAPES,
+        metavar="NxC", help="[N, C] of the classification cases",
+    )  # fmt: skip
     prepare.add_argument("--types", nargs="+", default=cases.TYPES)
     prepare.add_argument("--no-wheels", action="store_true", help="carry no runtime wheels")
     run = phases.add_parser("run", help="install, check and time (the device)")
@@ -41,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
         manifest = prepare(
             args.bundle, args.backend, args.arch, tuple(args.sizes), tuple(args.types),
-            with_wheels=not args.no_wheels,
+            with_wheels=not args.no_wheels, class_shapes=tuple(args.class_shapes),
         )  # fmt: skip
         print(f"{len(manifest.cases)} cases in {len(manifest.modules)} modules")
         print(size_report(args.bundle, Path.cwd()))

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.class_inputs import IGNORED
 from tests.helpers.torch_oracle import ELEMENTWISE_LOSSES
 
 Loss = Callable[[torch.Tensor, torch.Tensor, str, Mapping[str, Any]], torch.Tensor]
@@ -41,6 +42,30 @@ LOSSES: dict[str, tuple[Loss, str]] = {
 }
 """Each operator's PyTorch loss and the input its gradient is taken with respect to."""
 
+ClassLoss = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor | None, str, Mapping[str, Any]], torch.Tensor
+]
+
+
+def _cross_entropy(
+    x: torch.Tensor, t: torch.Tensor, w: torch.Tensor | None, r: str, a: Mapping[str, Any]
+) -> torch.Tensor:
+    """Of log-probabilities as logits: log_softmax of a log_softmax is itself."""
+    ignore_index, smoothing = a.get("ignore_index", IGNORED), a.get("label_smoothing", 0.0)
+    return F.cross_entropy(
+        x, t, weight=w, ignore_index=ignore_index, reduction=r, label_smoothing=smoothing
+    )
+
+
+CLASS_LOSSES: dict[str, ClassLoss] = {
+    "CrossEntropyLossGrad": _cross_entropy,
+    "NLLLossBackward": lambda x, t, w, r, a: F.nll_loss(
+        x, t, weight=w, ignore_index=a.get("ignore_index", IGNORED), reduction=r
+    ),
+}
+"""The classification operators' losses, of self (class indices in target, an optional
+weight)."""
+
 
 def to_torch(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """The array on `device` (bfloat16 through its bits: torch takes no ml_dtypes array)."""
@@ -55,13 +80,17 @@ def backward_runner(
 ) -> Callable[[], object]:
     """One call of autograd's backward of the op's loss; raises where PyTorch has no kernel
     for the type on this device."""
-    loss_of, wrt_name = LOSSES[op]
     go, x, t = (to_torch(inputs[n], device) for n in ("grad_output", "self", "target"))
-    wrt = x if wrt_name == "self" else t
-    wrt.requires_grad_(True)
-    with warnings.catch_warnings():  # torch warns that kl_div's 'mean' will change meaning
-        warnings.simplefilter("ignore")
-        loss = loss_of(x, t, attrs["reduction"], attrs)
+    if op in CLASS_LOSSES:
+        weight = to_torch(inputs["weight"], device) if "weight" in inputs else None
+        wrt = x.requires_grad_(True)
+        loss = CLASS_LOSSES[op](x, t, weight, attrs["reduction"], attrs)
+    else:
+        loss_of, wrt_name = LOSSES[op]
+        wrt = (x if wrt_name == "self" else t).requires_grad_(True)
+        with warnings.catch_warnings():  # torch warns that kl_div's 'mean' will change meaning
+            warnings.simplefilter("ignore")
+            loss = loss_of(x, t, attrs["reduction"], attrs)
     go = go.reshape(loss.shape)
 
     def run() -> object:

@@ -30,7 +30,8 @@ class ModuleEntry:
 @dataclass(frozen=True)
 class CaseEntry:
     """One call to check and time. `kind` "benchmark": inputs drawn from the seed on the
-    device (cases.BenchmarkCase); "example": inputs and expected result carried in `data`."""
+    device (cases.drawn_case: of 2^log2n elements, or [rows, classes] where classes is not
+    0); "example": inputs and expected result carried in `data`."""
 
     name: str
     kind: str
@@ -41,6 +42,8 @@ class CaseEntry:
     reads: list[str]  # the inputs the level-2 body reads (the bytes a kernel moves)
     type_name: str = ""
     log2n: int = 0
+    rows: int = 0
+    classes: int = 0
     seed: int = 0
     inputs_sha256: str = ""  # of the inputs prepare drew
     expected_sha256: str = ""  # of reference.py's result on them, on the preparing machine

@@ -1,8 +1,9 @@
 """The benchmark set: every elementwise operator of the spec (spec.BROADCAST_OPERATORS) in
 float32 and bfloat16 at 2^16 to 2^24 elements, with reduction mean and a 0-d grad_output
-(bench_ort_native's cells). Inputs are drawn from a seed on whichever machine needs them, so
-that no large array travels; a digest of them in the manifest shows that both machines drew
-the same ones."""
+(bench_ort_native's cells), and the classification operators at bench_classes.py's [N, C]
+shapes (its calls: a weight, ignored rows). Inputs are drawn from a seed on whichever
+machine needs them, so that no large array travels; a digest of them in the manifest shows
+that both machines drew the same ones."""
 
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.class_inputs import SHAPES, class_attributes, class_inputs
 from lossgrad_compiler import spec
 
 SIZES = (16, 18, 20, 22, 24)
 """log2 of the element counts of the device run."""
 TYPES = ("float32", "bfloat16")
 SEED = 0
+CLASS_SHAPES = tuple(sorted(SHAPES, key=lambda shape: shape[0] * shape[1]))
+"""[N, C] of the classification cases, smallest first."""
+CLASS_OPS = ("CrossEntropyLossGrad", "NLLLossBackward")
+"""The classification operators timed: NLLLoss2dBackward runs NLL's body over [N, C, H, W]."""
 
 ATTRS: dict[str, dict[str, Any]] = {
     "KlDivBackward": {"reduction": "mean", "log_target": 0},
@@ -101,9 +107,8 @@ def benchmark_set(
 ) -> list[BenchmarkCase]:
     """Every elementwise operator of the spec × type × size, smallest sizes first. An
     operator without an input domain here (a new one) stops the set, so that make test says
-    what to add. The classification operators are not in it: their inputs are no
-    (self, target) pair of one shape drawn from a domain (a class-index target, [N, C]),
-    and their signatures are not yet formed by frontend.signature."""
+    what to add. The classification operators' inputs are no (self, target) pair of one
+    shape drawn from a domain: class_set has them."""
     missing = [op for op in spec.BROADCAST_OPERATORS if op not in DOMAINS or op not in ATTRS]
     if missing:
         raise KeyError(f"the device check has no inputs for {missing}: add them to {__name__}")
@@ -113,6 +118,52 @@ def benchmark_set(
         for type_name in types
         for op in spec.BROADCAST_OPERATORS
     ]
+
+
+@dataclass(frozen=True)
+class ClassCase:
+    """A classification call of bench_classes.py at [rows, classes]."""
+
+    op: str
+    type_name: str
+    rows: int
+    classes: int
+    seed: int = SEED
+
+    @property
+    def name(self) -> str:
+        return f"{self.op} {self.type_name} {self.rows}x{self.classes}"
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return class_attributes(self.op)
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """In the operator's order: grad_output (0-d), self, target (int64), then its
+        optional inputs."""
+        dtype = spec.float_type(self.type_name).dtype
+        return class_inputs(self.op, (self.rows, self.classes), dtype, self.seed)
+
+
+def class_set(
+    shapes: tuple[tuple[int, int], ...] = CLASS_SHAPES, types: tuple[str, ...] = TYPES
+) -> list[ClassCase]:
+    """CLASS_OPS × type × [N, C], smallest shapes first."""
+    return [
+        ClassCase(op, type_name, rows, classes)
+        for rows, classes in sorted(shapes, key=lambda shape: shape[0] * shape[1])
+        for type_name in types
+        for op in CLASS_OPS
+    ]
+
+
+def drawn_case(
+    op: str, type_name: str, log2n: int, rows: int, classes: int, seed: int
+) -> BenchmarkCase | ClassCase:
+    """The case a manifest entry names: a classification case where it has classes."""
+    if classes:
+        return ClassCase(op, type_name, rows, classes, seed)
+    return BenchmarkCase(op, type_name, log2n, seed)
 
 
 def digest(arrays: Mapping[str, np.ndarray]) -> str:

@@ -1,10 +1,10 @@
 """Phase 1, on this machine: the bundle for the device (bundle.py describes it).
 
-Compiles the benchmark set (cases.py) into one IREE module and the example model's
-signatures into another, for IREE's cuda target (or llvm-cpu, for the test suite's run),
-records the digests of each case's inputs and of reference.py's result on them, carries the
-example calls' inputs and results, downloads the runtime wheels, and says how large the
-bundle is against the 64 MiB the device takes."""
+Compiles the benchmark set (cases.py: the elementwise and the classification cases) into
+one IREE module and the example model's signatures into another, for IREE's cuda target (or
+llvm-cpu, for the test suite's run), records the digests of each case's inputs and of
+reference.py's result on them, carries the example calls' inputs and results, downloads the
+runtime wheels, and says how large the bundle is against the 64 MiB the device takes."""
 
 from __future__ import annotations
 
@@ -56,9 +56,17 @@ def compile_group(
 
 
 def benchmark_entries(
-    sizes: tuple[int, ...], types: tuple[str, ...], options: IreeOptions, folder: Path
+    sizes: tuple[int, ...],
+    class_shapes: tuple[tuple[int, int], ...],
+    types: tuple[str, ...],
+    options: IreeOptions,
+    folder: Path,
 ) -> tuple[bundle.ModuleEntry, list[bundle.CaseEntry]]:
-    chosen = cases.benchmark_set(sizes, types)
+    """The benchmark set's entries; one function per operator and type, its dimensions
+    dynamic, so that the smallest case's signature serves every size."""
+    # the classification cases first: with the time budget spent, the run drops the
+    # largest elementwise cases rather than the language-model shape
+    chosen = [*cases.class_set(class_shapes, types), *cases.benchmark_set(sizes, types)]
     smallest = {(c.op, c.type_name): c for c in reversed(chosen)}
     by_kind = {k: signature_for(c.op, c.inputs(), c.attrs) for k, c in smallest.items()}
     module, reads = compile_group("benchmark", list(by_kind.values()), options, folder)
@@ -77,7 +85,9 @@ def benchmark_entries(
                 attrs=case.attrs,
                 reads=reads[function],
                 type_name=case.type_name,
-                log2n=case.log2n,
+                log2n=getattr(case, "log2n", 0),
+                rows=getattr(case, "rows", 0),
+                classes=getattr(case, "classes", 0),
                 seed=case.seed,
                 inputs_sha256=cases.digest(inputs),
                 expected_sha256=cases.digest({"result": expected}),
@@ -143,6 +153,7 @@ def prepare(
     sizes: tuple[int, ...] = cases.SIZES,
     types: tuple[str, ...] = cases.TYPES,
     with_wheels: bool = True,
+    class_shapes: tuple[tuple[int, int], ...] = cases.CLASS_SHAPES,
 ) -> bundle.Manifest:
     """Write the bundle into `folder` (replacing an earlier bundle there)."""
     if backend == "cuda":
@@ -158,7 +169,10 @@ def prepare(
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     # the examples first: they are quick, and the run starts no case after its time budget
-    builds = (example_entries(options, folder), benchmark_entries(sizes, types, options, folder))
+    builds = (
+        example_entries(options, folder),
+        benchmark_entries(sizes, class_shapes, types, options, folder),
+    )
     for build in builds:
         module, entries = build
         manifest.modules[Path(module.file).stem] = module

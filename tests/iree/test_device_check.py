@@ -22,6 +22,7 @@ pytest.importorskip("iree.runtime", reason="needs IREE: pip install -e '.[iree]'
 pytest.importorskip("torch", reason="needs PyTorch: pip install -e '.[torch]'")
 
 from benchmarks.device_check import bundle, cases, install, libcuda, timing
+from benchmarks.device_check.__main__ import main as device_check_main
 from benchmarks.device_check.prepare import DEFAULT_GPU, signature_for
 from benchmarks.device_check.run import failed_checks
 from lossgrad_compiler import examples, spec
@@ -30,6 +31,7 @@ from lossgrad_compiler.frontend.lowering import lower_signatures
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "device_check.sh"
+CLASS_SHAPES = ("4x300", "32x10")  # given largest first: the set orders them
 
 
 def device_check(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -49,8 +51,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, bundl
     """(bundle, output folder, manifest) of one prepare and one run."""
     root = tmp_path_factory.mktemp("device-check")
     prepared = device_check(
-        "prepare", "--backend", "llvm-cpu", "--sizes", "10", "--no-wheels", "--bundle",
-        root / "bundle",
+        "prepare", "--backend", "llvm-cpu", "--sizes", "10", "--class-shapes", *CLASS_SHAPES,
+        "--no-wheels", "--bundle", root / "bundle",
     )  # fmt: skip
     assert prepared.returncode == 0, prepared.stderr
     assert "MiB" in prepared.stdout, prepared.stdout
@@ -90,7 +92,7 @@ def test_the_bundle_holds_the_benchmark_set_and_the_example_model(checked) -> No
     assert all((folder / m.file).is_file() for m in manifest.modules.values())
     benchmark = [c for c in manifest.cases if c.kind == "benchmark"]
     assert {(c.op, c.type_name) for c in benchmark} == {
-        (op, t) for op in spec.BROADCAST_OPERATORS for t in cases.TYPES
+        (op, t) for op in (*spec.BROADCAST_OPERATORS, *cases.CLASS_OPS) for t in cases.TYPES
     }
     example = [c for c in manifest.cases if c.kind == "example"]
     assert [c.op for c in example] == [n.op_type for n in examples.example_model().graph.node]
@@ -99,6 +101,34 @@ def test_the_bundle_holds_the_benchmark_set_and_the_example_model(checked) -> No
     assert kl.reads == ["grad_output", "target"]  # its body never reads self
     drawn = cases.BenchmarkCase(kl.op, kl.type_name, kl.log2n, kl.seed).inputs()
     assert cases.digest(drawn) == kl.inputs_sha256
+
+
+def test_the_classification_cases_come_first_at_their_shapes(checked) -> None:
+    """Before the elementwise set (the run's time budget drops cases from the end), smallest
+    shape first, one function per operator and type whatever the shape; NLL's body reads
+    no self; the drawn inputs hold ignored rows and are the ones prepare drew."""
+    _, _, manifest = checked
+    benchmark = [c for c in manifest.cases if c.kind == "benchmark"]
+    classes = [c for c in benchmark if c.classes]
+    assert benchmark[: len(classes)] == classes
+    assert [(c.rows, c.classes) for c in classes[:: len(classes) // 2]] == [(32, 10), (4, 300)]
+    assert {c.op for c in classes} == set(cases.CLASS_OPS) <= set(spec.CLASS_OPERATORS)
+    for op, type_name in {(c.op, c.type_name) for c in classes}:
+        assert len({c.function for c in classes if (c.op, c.type_name) == (op, type_name)}) == 1
+    nll = next(c for c in classes if c.op == "NLLLossBackward")
+    assert "self" not in nll.reads and {"target", "weight"} <= set(nll.reads)
+    case = cases.drawn_case(nll.op, nll.type_name, nll.log2n, nll.rows, nll.classes, nll.seed)
+    drawn = case.inputs()
+    assert cases.digest(drawn) == nll.inputs_sha256
+    assert drawn["target"].dtype == np.int64 and (drawn["target"] == -100).any()
+    assert drawn["self"].shape == (nll.rows, nll.classes)
+
+
+def test_a_class_shape_must_be_n_by_c() -> None:
+    for text in ("256", "256x0", "x10", "2x3x4"):
+        with pytest.raises(SystemExit) as exited:
+            device_check_main(["prepare", "--class-shapes", text])
+        assert exited.value.code == 2  # argparse's usage error
 
 
 def test_a_wrong_kernel_fails_the_run(checked, tmp_path: Path) -> None:
