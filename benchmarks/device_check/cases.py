@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks.class_inputs import SHAPES, class_attributes, class_inputs
+from benchmarks.device_check import bundle
 from lossgrad_compiler import spec
 
 SIZES = (16, 18, 20, 22, 24)
 """log2 of the element counts of the device run."""
 TYPES = ("float32", "bfloat16")
 SEED = 0
-CLASS_SHAPES = tuple(sorted(SHAPES, key=lambda shape: shape[0] * shape[1]))
-"""[N, C] of the classification cases, smallest first."""
+CLASS_SHAPES = SHAPES
+"""[N, C] of the classification cases (class_set orders them)."""
 CLASS_OPS = ("CrossEntropyLossGrad", "NLLLossBackward")
 """The classification operators timed: NLLLoss2dBackward runs NLL's body over [N, C, H, W]."""
 
@@ -91,6 +92,11 @@ class BenchmarkCase:
     def attrs(self) -> dict[str, Any]:
         return dict(ATTRS[self.op])
 
+    @property
+    def size_fields(self) -> dict[str, int]:
+        """What a manifest entry records of its size (drawn_case reads it back)."""
+        return {"log2n": self.log2n}
+
     def inputs(self) -> dict[str, np.ndarray]:
         """grad_output (0-d, 1), self and target, in the operator's order."""
         dtype = spec.float_type(self.type_name).dtype
@@ -138,6 +144,10 @@ class ClassCase:
     def attrs(self) -> dict[str, Any]:
         return class_attributes(self.op)
 
+    @property
+    def size_fields(self) -> dict[str, int]:
+        return {"rows": self.rows, "classes": self.classes}
+
     def inputs(self) -> dict[str, np.ndarray]:
         """In the operator's order: grad_output (0-d), self, target (int64), then its
         optional inputs."""
@@ -157,13 +167,11 @@ def class_set(
     ]
 
 
-def drawn_case(
-    op: str, type_name: str, log2n: int, rows: int, classes: int, seed: int
-) -> BenchmarkCase | ClassCase:
+def drawn_case(entry: bundle.CaseEntry) -> BenchmarkCase | ClassCase:
     """The case a manifest entry names: a classification case where it has classes."""
-    if classes:
-        return ClassCase(op, type_name, rows, classes, seed)
-    return BenchmarkCase(op, type_name, log2n, seed)
+    if entry.classes:
+        return ClassCase(entry.op, entry.type_name, entry.rows, entry.classes, entry.seed)
+    return BenchmarkCase(entry.op, entry.type_name, entry.log2n, entry.seed)
 
 
 def digest(arrays: Mapping[str, np.ndarray]) -> str:

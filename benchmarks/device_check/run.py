@@ -47,9 +47,7 @@ def case_arrays(
         arrays = bundle.load_arrays(folder / case.data)
         inputs, carried = {n: arrays[n] for n in order}, arrays["expected"]
     else:
-        drawn = cases.drawn_case(
-            case.op, case.type_name, case.log2n, case.rows, case.classes, case.seed
-        ).inputs()
+        drawn = cases.drawn_case(case).inputs()
         inputs, carried = {n: drawn[n] for n in order}, None
     if cases.digest(inputs) != case.inputs_sha256:
         log(f"  note: inputs differ from prepare's (numpy {np.__version__} drew others)")

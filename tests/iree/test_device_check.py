@@ -99,7 +99,7 @@ def test_the_bundle_holds_the_benchmark_set_and_the_example_model(checked) -> No
     assert {c.op for c in example} >= {"NLLLossBackward", "CrossEntropyLossGrad"}
     kl = next(c for c in benchmark if c.op == "KlDivBackward")
     assert kl.reads == ["grad_output", "target"]  # its body never reads self
-    drawn = cases.BenchmarkCase(kl.op, kl.type_name, kl.log2n, kl.seed).inputs()
+    drawn = cases.drawn_case(kl).inputs()
     assert cases.digest(drawn) == kl.inputs_sha256
 
 
@@ -117,8 +117,7 @@ def test_the_classification_cases_come_first_at_their_shapes(checked) -> None:
         assert len({c.function for c in classes if (c.op, c.type_name) == (op, type_name)}) == 1
     nll = next(c for c in classes if c.op == "NLLLossBackward")
     assert "self" not in nll.reads and {"target", "weight"} <= set(nll.reads)
-    case = cases.drawn_case(nll.op, nll.type_name, nll.log2n, nll.rows, nll.classes, nll.seed)
-    drawn = case.inputs()
+    drawn = cases.drawn_case(nll).inputs()
     assert cases.digest(drawn) == nll.inputs_sha256
     assert drawn["target"].dtype == np.int64 and (drawn["target"] == -100).any()
     assert drawn["self"].shape == (nll.rows, nll.classes)
